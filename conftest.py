@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _lean_inner_pytest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest runs inside tests load neither hypothesis' plugin nor assertion rewriting.
+
+    In-process runs re-import plugin modules every time, and rewriting them costs seconds per run.
+    Set after pytester starts, which clears PYTEST_ADDOPTS.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest --assert=plain")

@@ -1,0 +1,144 @@
+"""The first JSON Schema error of a plan as one plain line: file, line, phase, field, what is wrong.
+
+jsonschema's own messages dump whole instances; users get ``plan.yaml:12: phase 'build' field
+'timeout' must be a number, got 'ten'`` instead. A schema may give a subschema an ``x-expected``
+annotation (``"a list of paths or a mapping with create, modify and delete lists"``) that names the
+expected value in plain words; JSON Schema ignores unknown keywords, so the schema stays standard.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PlanError
+from ._structured import DataPath, Document, describe, path_text
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+@dataclass(frozen=True)
+class Items:
+    """Where a format keeps its phases, and how an error names one of them."""
+
+    container: DataPath  # ("phases",), ("tasks",), or () for a bare list
+    id_of: Callable[[Any, int], str | None]  # the phase id of a raw item, None when it has none
+    noun: str = "phase"
+
+
+def raise_first_error(
+    errors: Iterable[Any], data: Any, document: Document, path: Path, items: Items
+) -> None:
+    """Raise the error that comes first in the file as a ``PlanError``; return if there is none."""
+    specific = [_specific(error) for error in errors]
+    if not specific:
+        return
+    first = min(specific, key=lambda error: _rank(error, document))
+    raise _plan_error(first, data, document, path, items)
+
+
+def _rank(error: Any, document: Document) -> tuple[int, bool, str]:
+    # An unknown field explains a missing one on the same line ("idd:" for "id:"), so it wins.
+    line = document.line_of(_error_path(error)) or 0
+    return (line, error.validator != "additionalProperties", str(list(error.absolute_path)))
+
+
+def _specific(error: Any) -> Any:
+    """For ``anyOf``/``oneOf``, the error inside the one branch whose type the value has."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return error
+    branches: dict[Any, list[Any]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    matching = [
+        subs
+        for subs in branches.values()
+        if not any(sub.validator == "type" and not sub.relative_path for sub in subs)
+    ]
+    if len(matching) == 1:
+        return _specific(matching[0][0])
+    return error
+
+
+def _error_path(error: Any) -> DataPath:
+    at = tuple(error.absolute_path)
+    extras = _unknown_fields(error) if error.validator == "additionalProperties" else []
+    return (*at, extras[0]) if extras else at
+
+
+def _unknown_fields(error: Any) -> list[Any]:
+    known = error.schema.get("properties", {})
+    return [key for key in error.instance if key not in known]
+
+
+def _plan_error(error: Any, data: Any, document: Document, path: Path, items: Items) -> PlanError:
+    at = tuple(error.absolute_path)
+    size = len(items.container)
+    line = document.line_of(_error_path(error))
+    if at[:size] == items.container and len(at) > size and isinstance(at[size], int):
+        index = at[size]
+        # A phase whose id is what is wrong is named by its position, not by that id.
+        bad_id = at[size + 1 : size + 2] == ("id",)
+        phase_id = None if bad_id else items.id_of(_get(data, at[: size + 1]), index)
+        label = "" if phase_id is not None else f"{items.noun} #{index + 1} "
+        return PlanError(label + _what(error, at[size + 1 :], True), path, line, phase_id)
+    return PlanError(_what(error, at, False), path, line)
+
+
+def _get(data: Any, at: DataPath) -> Any:
+    for part in at:
+        data = data[part]
+    return data
+
+
+def _what(error: Any, field: DataPath, in_phase: bool) -> str:
+    """The message after file, line and phase: what is wrong with which field."""
+    validator, value, expected = error.validator, error.validator_value, error.validator_value
+    subject = f"field '{path_text(field)}' " if field else ("" if in_phase else "the plan ")
+    if validator == "required":
+        missing = next(name for name in expected if name not in error.instance)
+        return f"{subject}is missing required field '{missing}'"
+    if validator == "additionalProperties":
+        return _unknown_field_message(error, field, in_phase)
+    got = describe(error.instance)
+    if "x-expected" in error.schema:
+        return f"{subject}must be {error.schema['x-expected']}, got {got}"
+    if validator == "type":
+        names = [value] if isinstance(value, str) else list(value)
+        return f"{subject}must be {' or '.join(_TYPE_WORDS.get(n, n) for n in names)}, got {got}"
+    if validator == "minItems":
+        return f"{subject}must not be an empty list"
+    if validator == "minLength":
+        return f"{subject}must not be empty"
+    if validator == "minimum":
+        return f"{subject}must be at least {value}, got {got}"
+    if validator == "exclusiveMinimum":
+        return f"{subject}must be greater than {value}, got {got}"
+    if validator == "enum":
+        return f"{subject}must be one of {', '.join(describe(v) for v in value)}, got {got}"
+    message = " ".join(str(error.message).split())
+    return f"{subject}is invalid: {message[:120]}"
+
+
+def _unknown_field_message(error: Any, field: DataPath, in_phase: bool) -> str:
+    extra = _unknown_fields(error)[0]
+    known = [str(name) for name in error.schema.get("properties", {})]
+    close = difflib.get_close_matches(str(extra), known, n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else f" (known fields: {', '.join(known)})"
+    if field:
+        owner = "" if in_phase else "the plan "
+        return f"{owner}has unknown field '{extra}' in '{path_text(field)}'{hint}"
+    if in_phase:
+        return f"has unknown field '{extra}'{hint}"
+    return f"unknown top-level field '{extra}'{hint}"

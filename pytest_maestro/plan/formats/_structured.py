@@ -1,0 +1,297 @@
+"""Parsing JSON and YAML plans with the line of every value, for one-line errors that point home.
+
+``parse_json`` and ``parse_yaml`` return a :class:`Document`: the parsed data and, for every path
+into it (``("phases", 2, "timeout")``), the line where that value starts — for a mapping member,
+the line of its key. Syntax errors and duplicate keys become :class:`PlanError` with a line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import PlanError
+
+DataPath = tuple[Any, ...]  # keys (str) and list indices (int) from the document's root
+
+STRUCTURED_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
+
+
+@dataclass(frozen=True)
+class Document:
+    data: Any
+    lines: Mapping[DataPath, int] = field(default_factory=dict)
+
+    def line_of(self, path: DataPath) -> int | None:
+        """The line of ``path``, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+
+def parse(text: str, path: Path) -> Document:
+    """JSON for ``.json`` files, YAML for ``.yaml``/``.yml``; other names by the first character."""
+    suffix = path.suffix.lower()
+    if suffix == ".json" or (suffix not in STRUCTURED_SUFFIXES and looks_like_json(text)):
+        return parse_json(text, path)
+    return parse_yaml(text, path)
+
+
+def looks_like_json(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+# Valid JSON splits into strings, punctuation, newlines and bare scalars; whitespace is skipped.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\],:]|\n|[^\s{}\[\],:"]+')
+
+
+def parse_json(text: str, path: Path) -> Document:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanError(
+            f"JSON syntax error: {exc.msg} (column {exc.colno})", path, exc.lineno
+        ) from None
+    except RecursionError:
+        raise PlanError("JSON is nested too deeply", path) from None
+    lines, duplicate = _json_lines(text)
+    if duplicate is not None:
+        member, line = duplicate
+        raise PlanError(f"duplicate key {_key_text(member)}", path, line)
+    return Document(data, lines)
+
+
+@dataclass
+class _Container:
+    """An open JSON object or array while scanning."""
+
+    is_object: bool
+    path: DataPath
+    index: int = 0
+    key: Any = None
+    expect_key: bool = True
+    keys: set[str] = field(default_factory=set)
+
+    def next_member(self) -> None:
+        if self.is_object:
+            self.expect_key = True
+        else:
+            self.index += 1
+
+    def value_path(self) -> DataPath:
+        return self.path + ((self.key,) if self.is_object else (self.index,))
+
+
+def _json_lines(text: str) -> tuple[dict[DataPath, int], tuple[DataPath, int] | None]:
+    """Lines of every value of an already valid JSON text, and its first duplicate key if any."""
+    lines: dict[DataPath, int] = {(): 1}
+    stack: list[_Container] = []
+    duplicate: tuple[DataPath, int] | None = None
+    line = 1
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token == "\n":
+            line += 1
+        elif token == ",":
+            stack[-1].next_member()
+        elif token in ("}", "]"):
+            stack.pop()
+        elif token == ":":
+            continue
+        elif stack and stack[-1].is_object and stack[-1].expect_key:
+            container = stack[-1]
+            container.key = json.loads(token)
+            container.expect_key = False
+            member = container.value_path()
+            if container.key in container.keys and duplicate is None:
+                duplicate = (member, line)
+            container.keys.add(container.key)
+            lines.setdefault(member, line)
+        else:
+            value_path = stack[-1].value_path() if stack else ()
+            lines.setdefault(value_path, line)
+            if token in ("{", "["):
+                stack.append(_Container(token == "{", value_path))
+    return lines, duplicate
+
+
+@functools.lru_cache(maxsize=8)
+def sniff_json(text: str) -> Any:
+    """The parsed JSON of ``text``, or None when it is not JSON. Shared by the ``detect`` functions
+    so one file is parsed once however many readers look at it; callers must not mutate it."""
+    if not looks_like_json(text):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+# --- YAML ------------------------------------------------------------------------------------
+
+
+def parse_yaml(text: str, path: Path) -> Document:
+    try:
+        return _compose_yaml(text, path)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise PlanError(
+            f"YAML error: {_one_line(exc.reason)} (character #x{exc.character:04x})", path, line
+        ) from None
+    except yaml.constructor.ConstructorError as exc:
+        raise PlanError(
+            f"YAML error: {_one_line(exc.problem or '')}", path, _yaml_line(exc)
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        raise PlanError(_yaml_message(exc), path, _yaml_line(exc)) from None
+    except yaml.YAMLError as exc:
+        raise PlanError(f"YAML error: {_one_line(str(exc))}", path) from None
+    except RecursionError:
+        raise PlanError("YAML is nested too deeply", path) from None
+
+
+def _compose_yaml(text: str, path: Path) -> Document:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+        lines: dict[DataPath, int] = {(): 1}
+        if node is not None:
+            _node_lines(loader, node, (), lines, path, set())
+        return Document(data, lines)
+    finally:
+        loader.dispose()
+
+
+def _node_lines(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    at: DataPath,
+    lines: dict[DataPath, int],
+    path: Path,
+    seen: set[int],
+) -> None:
+    # Aliases reuse nodes: walk each node once, which also stops recursive anchors.
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = _yaml_key(loader, key_node)
+            member = (*at, key)
+            line = key_node.start_mark.line + 1
+            if key in keys and key != "<<":
+                raise PlanError(f"duplicate key {_key_text(member)}", path, line)
+            keys.add(key)
+            lines.setdefault(member, line)
+            _node_lines(loader, value_node, member, lines, path, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            item_path = (*at, index)
+            lines.setdefault(item_path, item.start_mark.line + 1)
+            _node_lines(loader, item, item_path, lines, path, seen)
+
+
+def _yaml_key(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """The key as the constructed data holds it (``1:`` is the int 1), so error paths match."""
+    if not isinstance(node, yaml.ScalarNode):
+        return id(node)  # a complex key: never matches a path, but stays unique
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.YAMLError:
+        return node.value
+
+
+def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
+    problem = _one_line(exc.problem or "invalid YAML")
+    context = f" ({_one_line(exc.context)})" if exc.context else ""
+    return f"YAML syntax error: {problem}{context}"
+
+
+def _yaml_line(exc: yaml.MarkedYAMLError) -> int | None:
+    mark = exc.problem_mark or exc.context_mark
+    return mark.line + 1 if mark is not None else None
+
+
+# --- phase ids ---------------------------------------------------------------------------
+
+
+def raw_phase_id(raw: Any, index: int) -> str | None:
+    """The id of a raw phase mapping for error messages, None when it has no usable one."""
+    value = raw.get("id") if isinstance(raw, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
+        return None
+    return id_text(value)
+
+
+def id_text(value: str | int | float) -> str:
+    # JSON Schema counts 2.0 as an integer; the id is "2", not "2.0".
+    return str(int(value)) if isinstance(value, float) else str(value)
+
+
+# --- shared wording --------------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _key_text(member: DataPath) -> str:
+    return "'" + path_text(member) + "'"
+
+
+def path_text(at: DataPath) -> str:
+    """``("acceptance", 0, "check")`` as ``acceptance[0].check``."""
+    text = ""
+    for part in at:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def describe(value: Any) -> str:
+    """A value as an error message quotes it: ``'ten'``, ``12``, ``true``, ``null``, ``a list``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:37] + "...")
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(str(value))
+
+
+def kind_of(value: Any) -> str:
+    """What a top-level document is, for "not a plan" messages."""
+    if isinstance(value, dict):
+        keys = [str(key) for key in value][:5]
+        more = ", ..." if len(value) > 5 else ""
+        return "a mapping with keys " + ", ".join(f"'{key}'" for key in keys) + more
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a " + type(value).__name__

@@ -1,0 +1,172 @@
+"""Step plans (Markdown): checkbox bullets ``* [ ] **Step N**: action`` or ``* [ ] **1/2**: ...``.
+
+Sub-bullets carry the fields: ``**Depends**`` (``None``, ``Step 4, Step 5`` or ``2/2, 2/3``),
+``**Files**`` (backticked paths: created when the action starts with "Create" or the path is
+followed by ``(new)``, otherwise modified), ``**Verification**`` (a backticked span is the command
+that proves it; prose stays a criterion) and ``**Agent**``. A step without a ``Depends`` value
+follows the step written before it (a plan with no ``Depends`` at all runs in order, as the
+parallel-handoff protocol treats it). Ids: ``**Step 3**`` is ``step-3``; ``**2/3**`` is ``2.3``
+(``/`` would be legal in a pytest node id but reads like a path in ``-k`` and ``--deselect``).
+The heading above a step (``### Section 2: Core Logic``) becomes its tag (``section-2``).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..model import Check, Files, Phase, Plan
+from ..source import Line
+from . import markdown as md
+from .superpowers import has_task_headings
+
+NAME = "steps"
+
+_STEP = re.compile(r"^\*\*(?:Step\s+(\d[\w.]*)|(\d[\w.]*/\d[\w.]*))\s*:?\*\*\s*:?\s*(.*)$", re.I)
+_DEP_TOKEN = re.compile(r"\d[\w.]*/\d[\w.]*|\d[\w.]*")
+_CREATES = re.compile(r"^\W*(?:create|add new|scaffold)\b", re.I)
+_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
+
+
+@dataclass(frozen=True)
+class _Step:
+    phase: Phase
+    depends: str | None  # the Depends value as written; None when absent or empty
+
+
+def detect(text: str, path: Path) -> bool:
+    """A ``**Step N**`` or ``**N/M**`` list item, in a document without ``### Task N`` headings."""
+    if "**" not in text:
+        return False
+    lines = md.split_lines(text)
+    found = any(_step_match(line) for line in lines)
+    return found and not has_task_headings(lines)
+
+
+def read(text: str, path: Path) -> Plan:
+    lines = md.split_lines(text)
+    starts = [index for index, line in enumerate(lines) if _step_match(line)]
+    all_headings = md.headings(lines)
+    steps = [_read_step(lines, index, all_headings) for index in starts]
+    known = {step.phase.id for step in steps}
+    order = md.sequential(step.phase.id for step in steps)
+    phases = tuple(_with_dependencies(step, known, order, path) for step in steps)
+    stop = _context_stop(all_headings, starts[0]) if starts else len(lines)
+    title, context = md.title_and_context(lines, path, stop)
+    return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
+
+
+def _with_dependencies(
+    step: _Step, known: set[str], order: dict[str, tuple[str, ...]], path: Path
+) -> Phase:
+    phase = step.phase
+    if step.depends is None:
+        return replace(phase, blocked_by=order[phase.id])
+    blocked_by = _dependencies(step.depends, known)
+    md.check_dependencies(step.depends, blocked_by, path, phase.line, phase.id)
+    return replace(phase, blocked_by=blocked_by)
+
+
+def _step_match(line: Line) -> re.Match[str] | None:
+    item = md.list_item(line)
+    return _STEP.match(item[1]) if item else None
+
+
+def step_id(label: str) -> str:
+    """``Step 3`` -> ``step-3``; ``2/3`` -> ``2.3``."""
+    label = label.strip().rstrip(".")
+    if "/" in label:
+        return label.replace("/", ".")
+    return "step-" + re.sub(r"^step\s+", "", label, flags=re.I)
+
+
+def _read_step(lines: Sequence[Line], index: int, all_headings: Sequence[md.Heading]) -> _Step:
+    match = _step_match(lines[index])
+    assert match is not None  # guaranteed by the caller's filter
+    label = match.group(1) or match.group(2)
+    action = match.group(3).strip()
+    indent = md.indent_of(lines[index])
+    end = _block_end(lines, index, indent)
+    fields = _fields(lines, index + 1, end, indent)
+    group = next((h for h in reversed(all_headings) if h.index < index), None)
+    tag = md.group_tag(group.text) if group else None
+    depends = fields.get("depends", fields.get("depends on", "")).strip()
+    phase = Phase(
+        id=step_id(label),
+        name=action if action and not md.is_placeholder(action) else f"Step {label}",
+        line=lines[index].number,
+        agent=md.filled_in(fields.get("agent", "")),
+        files=_files(fields.get("files", ""), action),
+        acceptance=_verification(fields.get("verification", "")),
+        description=_description(lines, index, end),
+        tags=(tag,) if tag else (),
+    )
+    return _Step(phase, depends or None)
+
+
+def _block_end(lines: Sequence[Line], index: int, indent: int) -> int:
+    """The step's block ends at a heading or a non-blank line indented no deeper than it."""
+    for position in range(index + 1, len(lines)):
+        line = lines[position]
+        if md.heading(line) or (line.text.strip() and md.indent_of(line) <= indent):
+            return position
+    return len(lines)
+
+
+def _fields(lines: Sequence[Line], start: int, end: int, indent: int) -> dict[str, str]:
+    """Each sub-bullet field's value, nested lines included (the first occurrence wins)."""
+    fields: dict[str, str] = {}
+    for item in md.items(lines, start, end, deeper_than=indent):
+        first, _, rest = item.text.partition("\n")
+        parsed = md.parse_field(first)
+        if parsed and parsed[0] not in fields:
+            fields[parsed[0]] = "\n".join(part for part in (parsed[1], rest) if part)
+    return fields
+
+
+def _files(value: str, action: str) -> Files:
+    if md.is_placeholder(value.strip()):
+        return Files()
+    create: list[str] = []
+    modify: list[str] = []
+    for path in dict.fromkeys(md.paths_in(value) if md.code_spans(value) else []):
+        new = re.search(re.escape(path) + r"[^`]*`\s*\((?:new|create[sd]?)\)", value, re.I)
+        (create if new or _CREATES.match(action) else modify).append(path)
+    return Files(create=tuple(create), modify=tuple(modify))
+
+
+def _verification(value: str) -> tuple[Check, ...]:
+    checks = []
+    for raw in value.split("\n"):
+        text = _MARKER.sub("", raw).strip()
+        if not text or md.is_placeholder(text):
+            continue
+        checks.append(Check(criterion=text, check=md.command_in(text)))
+    return tuple(checks)
+
+
+def _description(lines: Sequence[Line], index: int, end: int) -> str:
+    block = "\n".join(line.text for line in lines[index:end]).rstrip()
+    first, _, rest = block.partition("\n")
+    return (_MARKER.sub("", first).strip() + "\n" + textwrap.dedent(rest)).strip()
+
+
+def _dependencies(value: str, known: set[str]) -> tuple[str, ...]:
+    """Ids named in a Depends value; a bare number means ``Step N`` unless that is unknown."""
+    if md.is_placeholder(value) or md.is_none(value):
+        return ()
+    found = []
+    for token in _DEP_TOKEN.findall(re.sub(r"\([^)]*\)", "", value)):
+        token = token.rstrip(".")
+        choices = [step_id(token), token]
+        found.append(next((c for c in choices if c in known), choices[0]))
+    return tuple(dict.fromkeys(found))
+
+
+def _context_stop(all_headings: Sequence[md.Heading], first_step: int) -> int:
+    """The plan context ends at the heading just above the first step (its section)."""
+    above = [h.index for h in all_headings if h.index < first_step]
+    return above[-1] if above else first_step

@@ -1,0 +1,368 @@
+"""The dependency graph of a validated plan: order, waves, chunks, conflicts, critical path.
+
+Phases are numbered 0..n-1 in written order; every answer is computed once and cached. Costs, with
+V phases, E dependency edges, F file references and w = 30 (bits per CPython int digit):
+
+* topological orders, waves, critical path, remaining paths: O(V log V + E);
+* chunks and the execution profile: O(V + E + F) (union-find with path halving);
+* reachability (``may_run_concurrently``, conflicts, redundant dependencies): ancestor bitsets as
+  Python ints indexed by topological position, built in O(E · V / w) time and O(V² / 8) bytes
+  (12.5 MB at 10,000 phases); one query is then a shift of a V-bit int, O(V / w);
+* conflicts: per-file indexes, O(Σ_files (|writers| + |readers|) · V / w) plus the number of
+  conflicts found; no two phases are compared unless both touch one file.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from .errors import location
+from .model import Plan
+from .ownership import (
+    Chunk,
+    Conflict,
+    FileIndex,
+    Reach,
+    build_chunks,
+    chunk_roots,
+    count_file_conflicts,
+    file_conflicts,
+    file_index,
+    wave_overlap,
+)
+
+__all__ = ["Chunk", "Conflict", "PlanGraph", "Profile", "wave_overlap"]
+
+DEFAULT_ESTIMATE = 1.0
+DEFAULT_WORKER_CAP = 8  # more concurrent agent CLIs mostly meet rate limits, not more throughput
+MAX_LISTED_WARNINGS = 20  # per kind; beyond, one line counts the rest: nobody reads 7,000 lines
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Maestro's execution profile, computed from the waves and chunks rather than the flags alone.
+
+    A phase is parallel-eligible when it may run in parallel (``parallel`` is true) and its wave has
+    another such phase in a different chunk, so the two can really run at the same time. Every other
+    phase is sequential-only. ``batches`` counts the waves that run at least two phases at once and
+    ``max_width`` the most phases any wave runs at once.
+    """
+
+    total_phases: int
+    parallel_eligible: int
+    batches: int
+    sequential_only: int
+    max_width: int
+
+
+class PlanGraph:
+    """Answers about the dependency structure of a plan that has passed validation."""
+
+    def __init__(self, plan: Plan, durations: Mapping[str, float] | None = None) -> None:
+        self.plan = plan
+        self.ids: tuple[str, ...] = plan.ids
+        self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
+        self.deps: list[tuple[int, ...]] = self._dep_indices()
+        succs: list[list[int]] = [[] for _ in self.ids]
+        for node, deps in enumerate(self.deps):
+            for dep in deps:
+                succs[dep].append(node)
+        self.succs: list[tuple[int, ...]] = [tuple(s) for s in succs]
+        self._durations = self._duration_list(durations)
+
+    def _dep_indices(self) -> list[tuple[int, ...]]:
+        index, result = self.index, []
+        for phase in self.plan.phases:
+            deps = phase.blocked_by
+            if len(deps) > 1:
+                deps = tuple(dict.fromkeys(deps))  # a dependency listed twice counts once
+            try:
+                result.append(tuple([index[dep] for dep in deps]))
+            except KeyError as exc:
+                raise ValueError(
+                    f"phase {phase.id!r} depends on unknown phase {exc.args[0]!r}"
+                ) from None
+        return result
+
+    def _duration_list(self, durations: Mapping[str, float] | None) -> list[float]:
+        given = durations or {}
+        result = []
+        for phase in self.plan.phases:
+            value = given.get(phase.id, phase.estimate)
+            if value is None or not math.isfinite(value) or value < 0:
+                value = DEFAULT_ESTIMATE
+            result.append(float(value))
+        return result
+
+    # -- order ---------------------------------------------------------------------------------
+
+    def _kahn(self, key: list[tuple[float, int]]) -> list[int]:
+        """Kahn's algorithm; among ready phases the smallest ``key`` goes first."""
+        missing = [len(d) for d in self.deps]
+        ready = [key[i] for i, count in enumerate(missing) if count == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            node = heapq.heappop(ready)[1]
+            order.append(node)
+            for succ in self.succs[node]:
+                missing[succ] -= 1
+                if missing[succ] == 0:
+                    heapq.heappush(ready, key[succ])
+        if len(order) != len(self.ids):
+            raise ValueError("the plan has a dependency cycle; validate it first")
+        return order
+
+    @cached_property
+    def _order(self) -> list[int]:
+        if all(dep < node for node, deps in enumerate(self.deps) for dep in deps):
+            # every dependency written before its phase (the usual plan): the written order is
+            # already the answer, in O(V + E) instead of O(V log V)
+            return list(range(len(self.ids)))
+        return self._kahn([(0.0, i) for i in range(len(self.ids))])
+
+    def topological_order(self) -> list[str]:
+        """Dependencies first; among ready phases, the one written first."""
+        return [self.ids[i] for i in self._order]
+
+    def critical_order(self) -> list[str]:
+        """Dependencies first; among ready phases, the longest remaining path first."""
+        remaining = self._remaining(self._durations)
+        return [self.ids[i] for i in self._kahn([(-remaining[i], i) for i in range(len(self.ids))])]
+
+    # -- waves ---------------------------------------------------------------------------------
+
+    @cached_property
+    def _depth(self) -> list[int]:
+        depth = [1] * len(self.ids)
+        for node in self._order:
+            for dep in self.deps[node]:
+                depth[node] = max(depth[node], depth[dep] + 1)
+        return depth
+
+    def wave(self, phase_id: str) -> int:
+        """1-based: wave 1 holds the phases without dependencies."""
+        return self._depth[self.index[phase_id]]
+
+    def waves(self) -> list[list[str]]:
+        """Phase ids per wave, in written order."""
+        return [[self.ids[i] for i in wave] for wave in self._wave_members]
+
+    @cached_property
+    def _wave_members(self) -> list[list[int]]:
+        members: list[list[int]] = [[] for _ in range(max(self._depth, default=0))]
+        for node, depth in enumerate(self._depth):
+            members[depth - 1].append(node)
+        return members
+
+    # -- reachability --------------------------------------------------------------------------
+
+    @cached_property
+    def _reach(self) -> Reach:
+        return Reach.build(self._order, self.deps)
+
+    def depends_on(self, phase_id: str, other_id: str) -> bool:
+        """Whether ``phase_id`` transitively depends on ``other_id``."""
+        return self._reach.precedes(self.index[other_id], self.index[phase_id])
+
+    def may_run_concurrently(self, a: str, b: str) -> bool:
+        """Neither phase transitively depends on the other. O(V / w) after the bitsets are built."""
+        return self._reach.concurrent(self.index[a], self.index[b])
+
+    # -- files ---------------------------------------------------------------------------------
+
+    @cached_property
+    def _file_index(self) -> FileIndex:
+        return file_index(self.plan.phases)
+
+    def iter_conflicts(self) -> Iterator[Conflict]:
+        """Write/write and read/write overlaps between phases that may run at the same time."""
+        for path in self._file_index:
+            yield from file_conflicts(path, self._file_index, self._reach, self.ids)
+
+    def conflicts(self) -> list[Conflict]:
+        return list(self.iter_conflicts())
+
+    def conflicting(self, phase_id: str) -> frozenset[str]:
+        """Phases that may run at the same time as ``phase_id`` but must not, for their files."""
+        node = self.index[phase_id]
+        phase = self.plan.phases[node]
+        found: set[int] = set()
+        for path in phase.files.all():
+            writers, readers = self._file_index[path]
+            found.update(writers, readers)
+        for path in phase.reads:
+            found.update(self._file_index[path][0])
+        return frozenset(self.ids[i] for i in found if self._reach.concurrent(node, i))
+
+    @cached_property
+    def _chunk_roots(self) -> list[int]:
+        return chunk_roots(self._file_index, self._depth)
+
+    @cached_property
+    def _chunks(self) -> list[list[Chunk]]:
+        return build_chunks(self.plan.phases, self.deps, self._wave_members, self._chunk_roots)
+
+    def chunks(self) -> list[list[Chunk]]:
+        """The chunks of each wave; ``chunks()[0]`` is wave 1."""
+        return [list(wave) for wave in self._chunks]
+
+    # -- durations -----------------------------------------------------------------------------
+
+    def duration(self, phase_id: str) -> float:
+        return self._durations[self.index[phase_id]]
+
+    def _remaining(self, durations: list[float]) -> list[float]:
+        remaining = list(durations)
+        for node in reversed(self._order):
+            if self.succs[node]:
+                remaining[node] += max(remaining[s] for s in self.succs[node])
+        return remaining
+
+    @cached_property
+    def _remaining_default(self) -> list[float]:
+        return self._remaining(self._durations)
+
+    def remaining_path(self, phase_id: str) -> float:
+        """Longest total duration from this phase (included) to the end of the plan."""
+        return self._remaining_default[self.index[phase_id]]
+
+    def remaining_paths(self, durations: Mapping[str, float] | None = None) -> dict[str, float]:
+        values = (
+            self._remaining(self._duration_list(durations))
+            if durations
+            else self._remaining_default
+        )
+        return dict(zip(self.ids, values, strict=True))
+
+    def critical_path(self, durations: Mapping[str, float] | None = None) -> list[str]:
+        """A dependency path with the largest total duration; ties go to the earliest written."""
+        cost = self._duration_list(durations) if durations else self._durations
+        if not cost:
+            return []
+        best = list(cost)
+        previous: list[int | None] = [None] * len(cost)
+        for node in self._order:
+            for dep in self.deps[node]:
+                if previous[node] is None or best[dep] + cost[node] > best[node]:
+                    best[node], previous[node] = best[dep] + cost[node], dep
+        node_or_none: int | None = max(range(len(cost)), key=lambda i: (best[i], -i))
+        path: list[int] = []
+        while node_or_none is not None:
+            path.append(node_or_none)
+            node_or_none = previous[node_or_none]
+        return [self.ids[i] for i in reversed(path)]
+
+    def path_duration(self, path: list[str]) -> float:
+        return sum(self.duration(pid) for pid in path)
+
+    # -- profile -------------------------------------------------------------------------------
+
+    @cached_property
+    def _lanes(self) -> list[int]:
+        """Per wave: how many phases can run at once, one per chunk holding a parallel phase."""
+        phases, roots = self.plan.phases, self._chunk_roots
+        return [
+            len({roots[i] for i in nodes if phases[i].parallel}) for nodes in self._wave_members
+        ]
+
+    def profile(self) -> Profile:
+        phases = self.plan.phases
+        eligible = sum(
+            sum(1 for i in nodes if phases[i].parallel)
+            for nodes, lanes in zip(self._wave_members, self._lanes, strict=True)
+            if lanes >= 2
+        )
+        return Profile(
+            total_phases=len(phases),
+            parallel_eligible=eligible,
+            batches=sum(1 for lanes in self._lanes if lanes >= 2),
+            sequential_only=len(phases) - eligible,
+            max_width=max([1, *self._lanes]),
+        )
+
+    def recommended_workers(self, cap: int = DEFAULT_WORKER_CAP) -> int:
+        """The widest wave, capped; 1 means running without xdist is as fast."""
+        return max(1, min(self.profile().max_width, cap))
+
+    # -- warnings ------------------------------------------------------------------------------
+
+    def redundant_dependencies(self) -> list[tuple[str, str, str]]:
+        """(phase, dependency, through): the dependency is implied through another direct one."""
+        found = []
+        position, ancestors = self._reach.position, self._reach.ancestors
+        for node, deps in enumerate(self.deps):
+            if len(deps) < 2:
+                continue
+            implied = 0
+            for dep in deps:
+                implied |= ancestors[dep]
+            for dep in deps:
+                if implied >> position[dep] & 1:
+                    through = next(d for d in deps if ancestors[d] >> position[dep] & 1)
+                    found.append((self.ids[node], self.ids[dep], self.ids[through]))
+        return found
+
+    def warnings(self) -> list[str]:
+        """One line each: redundant dependencies, then file overlaps of concurrent phases.
+
+        At most ``MAX_LISTED_WARNINGS`` of each kind, then one line that counts the rest.
+        """
+        plan = self.plan
+        redundant = self.redundant_dependencies()
+        lines = [
+            f"{location(plan.path, plan.phases[self.index[phase]].line)}: phase {phase!r} "
+            f"dependency on {dep!r} is redundant (implied through {through!r})"
+            for phase, dep, through in redundant[:MAX_LISTED_WARNINGS]
+        ]
+        if len(redundant) > MAX_LISTED_WARNINGS:
+            lines.append(
+                f"{location(plan.path)}: and {len(redundant) - MAX_LISTED_WARNINGS} more "
+                "redundant dependencies"
+            )
+        return lines + self._overlap_warnings()
+
+    def _overlap_warnings(self) -> list[str]:
+        pairs: dict[tuple[str, str], list[Conflict]] = {}
+        hidden = 0
+        for path in self._file_index:
+            shown = 0
+            for conflict in file_conflicts(path, self._file_index, self._reach, self.ids):
+                key = (conflict.writer, conflict.other)
+                key = min(key, key[::-1], key=lambda pair: self.index[pair[0]])
+                if key not in pairs and len(pairs) >= MAX_LISTED_WARNINGS:
+                    break
+                pairs.setdefault(key, []).append(conflict)
+                shown += 1
+            if len(pairs) >= MAX_LISTED_WARNINGS:
+                # counted, not built: a file that every phase writes makes V² / 2 conflicts
+                hidden += count_file_conflicts(path, self._file_index, self._reach) - shown
+        lines = [self._overlap_line(key, found) for key, found in pairs.items()]
+        if hidden:
+            lines.append(
+                f"{location(self.plan.path)}: and {hidden} more file overlaps between phases "
+                "that may run at the same time; they will not be run concurrently"
+            )
+        return lines
+
+    def _overlap_line(self, pair: tuple[str, str], found: list[Conflict]) -> str:
+        where = location(self.plan.path, self.plan.phases[self.index[pair[1]]].line)
+        written = [c.path for c in found if c.kind == "write"]
+        parts = [f"both write {_quoted(written)}"] if written else []
+        for writer, reader in (pair, pair[::-1]):
+            read = [c.path for c in found if c.kind == "read" and c.writer == writer]
+            if read:
+                parts.append(f"{writer!r} writes {_quoted(read)} which {reader!r} reads")
+        return (
+            f"{where}: phases {pair[0]!r} and {pair[1]!r} may run at the same time and "
+            + " and ".join(parts)
+            + "; they will not be run concurrently"
+        )
+
+
+def _quoted(paths: list[str]) -> str:
+    return ", ".join(repr(p) for p in paths)

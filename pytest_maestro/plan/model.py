@@ -1,0 +1,87 @@
+"""The one plan model: every reader produces these values, whatever the format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Files:
+    """Paths (relative to the project root) a phase creates, modifies or deletes."""
+
+    create: tuple[str, ...] = ()
+    modify: tuple[str, ...] = ()
+    delete: tuple[str, ...] = ()
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset(self.create) | frozenset(self.modify) | frozenset(self.delete)
+
+    def all(self) -> tuple[str, ...]:
+        return self.create + self.modify + self.delete
+
+
+@dataclass(frozen=True)
+class Check:
+    """An acceptance criterion. ``check`` is the shell command that proves it; None for prose."""
+
+    criterion: str
+    check: str | None = None
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A pre-flight assumption; a failing ``blocking`` one ends the phase as BLOCKED."""
+
+    claim: str
+    verify: str | None = None
+    severity: str = "blocking"  # blocking | warning
+
+
+@dataclass(frozen=True)
+class Phase:
+    id: str
+    name: str
+    line: int | None = None
+    agent: str | None = None
+    blocked_by: tuple[str, ...] = ()
+    files: Files = field(default_factory=Files)
+    reads: tuple[str, ...] = ()
+    acceptance: tuple[Check, ...] = ()
+    run: tuple[str, ...] = ()
+    description: str = ""
+    parallel: bool = True
+    timeout: float | None = None  # seconds
+    max_retries: int | None = None
+    estimate: float | None = None  # seconds
+    tags: tuple[str, ...] = ()
+    assumptions: tuple[Assumption, ...] = ()
+    fallback: str | None = None
+    rollback_triggers: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: Path
+    format: str
+    phases: tuple[Phase, ...]
+    title: str = ""
+    context: str = ""  # goal and project context, for the agent's prompt
+    root: str | None = None  # project root, relative to the plan file
+    tags: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def phase(self, phase_id: str) -> Phase:
+        return self._by_id[phase_id]
+
+    @cached_property
+    def _by_id(self) -> dict[str, Phase]:
+        return {phase.id: phase for phase in self.phases}
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.phases)

@@ -1,0 +1,229 @@
+"""File ownership over the dependency graph: conflicts between concurrent phases, chunks per wave.
+
+Everything here works from a per-file index (path -> writers, readers), so two phases are compared
+only when they touch one file. Phases are numbers 0..n-1 in written order, as in ``PlanGraph``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .model import Phase
+
+# path -> (phases that write it, phases that only read it), each in written order
+FileIndex = dict[str, tuple[list[int], list[int]]]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Two phases that may run at the same time and touch ``path``; ``writer`` writes it.
+
+    ``kind`` is ``"write"`` when ``other`` writes it too, ``"read"`` when ``other`` only reads it.
+    """
+
+    writer: str
+    other: str
+    path: str
+    kind: Literal["write", "read"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Phases of one wave merged because their files conflict (seed parallel-handoff).
+
+    ``files`` are written by the chunk's phases, ``reads`` only read. Chunks of one wave are
+    disjoint: no file one chunk writes is written or read by another, so chunks may run in parallel
+    while the phases inside one chunk run one after the other. Two chunks that only read one file
+    stay apart: reading together is safe.
+    """
+
+    wave: int
+    label: str
+    phases: tuple[str, ...]
+    files: tuple[str, ...]
+    reads: tuple[str, ...]
+    depends_on: tuple[str, ...]  # labels of earlier chunks holding a direct dependency
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Ancestor bitsets: bit p of ``ancestors[v]`` is set when the phase at topological position
+    p is a transitive dependency of v. A query is a shift of a V-bit int: O(V / 30) digits."""
+
+    order: Sequence[int]  # topological position -> phase
+    position: Sequence[int]  # phase -> topological position
+    ancestors: Sequence[int]
+
+    @classmethod
+    def build(cls, order: Sequence[int], deps: Sequence[Sequence[int]]) -> Reach:
+        position = [0] * len(order)
+        for pos, node in enumerate(order):
+            position[node] = pos
+        ancestors = [0] * len(order)
+        for node in order:
+            bits = 0
+            for dep in deps[node]:
+                bits |= ancestors[dep] | (1 << position[dep])
+            ancestors[node] = bits
+        return cls(order, position, ancestors)
+
+    def precedes(self, first: int, second: int) -> bool:
+        """Whether ``second`` transitively depends on ``first``."""
+        return bool(self.ancestors[second] >> self.position[first] & 1)
+
+    def concurrent(self, a: int, b: int) -> bool:
+        return a != b and not self.precedes(a, b) and not self.precedes(b, a)
+
+    def mask(self, nodes: Sequence[int]) -> int:
+        bits = 0
+        for node in nodes:
+            bits |= 1 << self.position[node]
+        return bits
+
+    def concurrent_mask(self, node: int, mask: int) -> int:
+        """The phases of ``mask`` placed before ``node`` in topological order that are not its
+        ancestors: exactly the earlier ones that may run at the same time as ``node``."""
+        return mask & ((1 << self.position[node]) - 1) & ~self.ancestors[node]
+
+    def concurrent_before(self, node: int, mask: int) -> Iterator[int]:
+        candidates = self.concurrent_mask(node, mask)
+        while candidates:
+            low = candidates & -candidates
+            yield self.order[low.bit_length() - 1]
+            candidates ^= low
+
+
+def file_index(phases: Sequence[Phase]) -> FileIndex:
+    index: FileIndex = {}
+    for node, phase in enumerate(phases):
+        files = phase.files
+        for path in (*files.create, *files.modify, *files.delete):
+            entry = index.get(path)
+            if entry is None:
+                index[path] = ([node], [])
+            elif not entry[0] or entry[0][-1] != node:  # a path listed twice counts once
+                entry[0].append(node)
+        for path in phase.reads:
+            entry = index.setdefault(path, ([], []))
+            writers, readers = entry
+            # a phase that writes a file is its writer, not a reader
+            if (not writers or writers[-1] != node) and (not readers or readers[-1] != node):
+                readers.append(node)
+    return index
+
+
+def file_conflicts(
+    path: str, index: FileIndex, reach: Reach, ids: Sequence[str]
+) -> Iterator[Conflict]:
+    """Each concurrent writer/writer and writer/reader pair of ``path``, once."""
+    writers, readers = index[path]
+    if not writers or len(writers) + len(readers) < 2:
+        return
+    writer_mask, reader_mask = reach.mask(writers), reach.mask(readers)
+    for node in writers:
+        for other in reach.concurrent_before(node, writer_mask):
+            first, second = sorted((other, node))
+            yield Conflict(ids[first], ids[second], path, "write")
+        for other in reach.concurrent_before(node, reader_mask):
+            yield Conflict(ids[node], ids[other], path, "read")
+    for node in readers:
+        for other in reach.concurrent_before(node, writer_mask):
+            yield Conflict(ids[other], ids[node], path, "read")
+
+
+def count_file_conflicts(path: str, index: FileIndex, reach: Reach) -> int:
+    """How many conflicts ``file_conflicts`` yields for ``path``, without building them."""
+    writers, readers = index[path]
+    if not writers or len(writers) + len(readers) < 2:
+        return 0
+    writer_mask, reader_mask = reach.mask(writers), reach.mask(readers)
+    count = sum(
+        reach.concurrent_mask(node, writer_mask).bit_count()
+        + reach.concurrent_mask(node, reader_mask).bit_count()
+        for node in writers
+    )
+    return count + sum(reach.concurrent_mask(node, writer_mask).bit_count() for node in readers)
+
+
+def chunk_roots(index: FileIndex, depth: Sequence[int]) -> list[int]:
+    """Union-find within each wave: the writers of a file merge, and its readers with a writer."""
+    parent = list(range(len(depth)))
+
+    def find(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]  # path halving keeps the trees flat
+            node = parent[node]
+        return node
+
+    for writers, readers in index.values():
+        first_writer: dict[int, int] = {}
+        for node in writers:
+            anchor = first_writer.setdefault(depth[node], node)
+            parent[find(node)] = find(anchor)
+        for node in readers:
+            if depth[node] in first_writer:
+                parent[find(node)] = find(first_writer[depth[node]])
+    return [find(node) for node in range(len(depth))]
+
+
+def build_chunks(
+    phases: Sequence[Phase],
+    deps: Sequence[Sequence[int]],
+    wave_members: Sequence[Sequence[int]],
+    roots: Sequence[int],
+) -> list[list[Chunk]]:
+    """Chunks per wave, in order of their first phase; labels A, B, ... across all waves."""
+    label_of: dict[int, str] = {}
+    result: list[list[Chunk]] = []
+    for wave, nodes in enumerate(wave_members, start=1):
+        groups: dict[int, list[int]] = {}
+        for node in nodes:
+            groups.setdefault(roots[node], []).append(node)
+        chunks = []
+        for root, group in groups.items():
+            label_of[root] = chunk_label(len(label_of))
+            # dependencies sit in earlier waves, whose chunks already have labels
+            depends = {label_of[roots[dep]] for node in group for dep in deps[node]}
+            chunks.append(_chunk(wave, label_of[root], [phases[i] for i in group], depends))
+        result.append(chunks)
+    return result
+
+
+def _chunk(wave: int, label: str, phases: list[Phase], depends: set[str]) -> Chunk:
+    writes = {path for p in phases for path in p.files.all()}
+    reads = {path for p in phases for path in p.reads}
+    reads.difference_update(writes)
+    return Chunk(
+        wave=wave,
+        label=label,
+        phases=tuple(p.id for p in phases),
+        files=tuple(sorted(writes)),
+        reads=tuple(sorted(reads)),
+        depends_on=tuple(sorted(depends, key=lambda name: (len(name), name))),
+    )
+
+
+def chunk_label(number: int) -> str:
+    """0 -> A, 25 -> Z, 26 -> AA: spreadsheet column names."""
+    label = ""
+    number += 1
+    while number:
+        number, rest = divmod(number - 1, 26)
+        label = chr(ord("A") + rest) + label
+    return label
+
+
+def wave_overlap(chunks: Sequence[Chunk]) -> frozenset[str]:
+    """Files one chunk of a wave writes that another chunk of it writes or reads.
+
+    Empty for the chunks ``PlanGraph`` builds: this is the non-intersection proof, checked in one
+    pass over the files rather than by comparing chunks pairwise.
+    """
+    touched: dict[str, set[int]] = {}
+    for number, chunk in enumerate(chunks):
+        for path in (*chunk.files, *chunk.reads):
+            touched.setdefault(path, set()).add(number)
+    written = {path for chunk in chunks for path in chunk.files}
+    return frozenset(path for path in written if len(touched[path]) > 1)

@@ -1,0 +1,98 @@
+"""Plan validation (Maestro's ``validate_plan`` rules): errors refuse a plan, warnings stay."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import PurePosixPath, PureWindowsPath
+
+from .errors import PlanError
+from .model import Phase, Plan
+
+_BAD_ID = re.compile(r"::|\[|\]|^\s|\s$")
+
+
+def validate(plan: Plan) -> Plan:
+    """Raise ``PlanError`` for the first error; return the plan with its warnings attached."""
+    if not plan.phases:
+        raise PlanError("no phases found", plan.path)
+    seen: dict[str, Phase] = {}
+    for phase in plan.phases:
+        _check_phase(plan, phase)
+        if phase.id in seen:
+            first = seen[phase.id].line
+            also = f" (first defined at line {first})" if first else ""
+            raise PlanError(f"duplicate phase id{also}", plan.path, phase.line, phase.id)
+        seen[phase.id] = phase
+    for phase in plan.phases:
+        for dep in phase.blocked_by:
+            if dep not in seen:
+                raise PlanError(
+                    f"depends on unknown phase {dep!r}", plan.path, phase.line, phase.id
+                )
+            if dep == phase.id:
+                raise PlanError("depends on itself", plan.path, phase.line, phase.id)
+    _check_cycles(plan)
+
+    from .graph import PlanGraph
+
+    warnings = (*plan.warnings, *PlanGraph(plan).warnings())
+    return dataclasses.replace(plan, warnings=warnings)
+
+
+def _check_phase(plan: Plan, phase: Phase) -> None:
+    if not phase.id or _BAD_ID.search(phase.id):
+        raise PlanError(
+            "invalid phase id: it must be non-empty and contain no '::', '[' or ']'",
+            plan.path,
+            phase.line,
+            phase.id,
+        )
+    for path in (*phase.files.all(), *phase.reads):
+        if not path.strip():
+            raise PlanError("has an empty file path", plan.path, phase.line, phase.id)
+        if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
+            raise PlanError(
+                f"file {path!r} is absolute; plan paths are relative to the project root",
+                plan.path,
+                phase.line,
+                phase.id,
+            )
+        if ".." in PurePosixPath(path.replace("\\", "/")).parts:
+            raise PlanError(
+                f"file {path!r} leaves the project root ('..')", plan.path, phase.line, phase.id
+            )
+
+
+def _check_cycles(plan: Plan) -> None:
+    """Iterative three-colour DFS; a back edge yields the whole cycle for the message."""
+    deps = {p.id: p.blocked_by for p in plan.phases}
+    colour: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    for start in deps:
+        if start in colour:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = [start]
+        colour[start] = 1
+        while stack:
+            node, index = stack[-1]
+            if index < len(deps[node]):
+                stack[-1] = (node, index + 1)
+                nxt = deps[node][index]
+                if colour.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    phase = plan.phase(nxt)
+                    raise PlanError(
+                        "dependency cycle: " + " -> ".join(reversed(cycle)),
+                        plan.path,
+                        phase.line,
+                        nxt,
+                    )
+                if nxt not in colour:
+                    colour[nxt] = 1
+                    stack.append((nxt, 0))
+                    path.append(nxt)
+            else:
+                colour[node] = 2
+                stack.pop()
+                path.pop()

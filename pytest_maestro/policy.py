@@ -1,0 +1,525 @@
+"""The pure scheduling core: which phase should start now, given what runs and what finished.
+
+It knows phases only as `Job` values (id, dependencies, file sets, estimated duration). No pytest,
+no processes, no clock: the xdist adapter, the in-process loop and `simulate` drive a `Policy`
+with ``next_job`` / ``start`` / ``finish`` / ``skip``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    deps: frozenset[str]  # ids of jobs that must finish (successfully) first
+    writes: frozenset[str]  # files created/modified/deleted
+    reads: frozenset[str]
+    exclusive: bool = False  # runs with nothing beside it (a phase with parallel: false)
+    duration: float = 1.0  # estimate in seconds, for priority only
+
+
+class Policy(Protocol):
+    """Every job ends up in exactly one of pending, running, finished or doomed."""
+
+    def next_job(self) -> str | None: ...
+    def start(self, job_id: str) -> None: ...
+    def finish(self, job_id: str, ok: bool) -> list[tuple[str, str]]: ...
+    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]: ...
+    @property
+    def pending(self) -> Set[str]: ...
+    @property
+    def running(self) -> Set[str]: ...
+    @property
+    def finished(self) -> Mapping[str, bool]: ...
+    @property
+    def doomed(self) -> Mapping[str, str]: ...
+    @property
+    def done(self) -> bool: ...
+
+
+class _Graph:
+    """Jobs by id in written order; dependencies restricted to the set; a topological order."""
+
+    def __init__(self, jobs: Iterable[Job]) -> None:
+        self.jobs: dict[str, Job] = {}
+        for job in jobs:
+            if job.id in self.jobs:
+                raise ValueError(f"duplicate job id {job.id!r}")
+            self.jobs[job.id] = job
+        self.order = {job_id: index for index, job_id in enumerate(self.jobs)}
+        # A dependency outside the set was deselected or completed earlier: it counts as satisfied.
+        self.deps = {
+            job.id: sorted(
+                (dep for dep in job.deps if dep in self.jobs), key=self.order.__getitem__
+            )
+            for job in self.jobs.values()
+        }
+        self.dependents: dict[str, list[str]] = {job_id: [] for job_id in self.jobs}
+        for job_id, deps in self.deps.items():
+            for dep in deps:
+                self.dependents[dep].append(job_id)
+        self.topo = self._topological_order()
+
+    def _topological_order(self) -> list[str]:
+        waiting = {job_id: len(deps) for job_id, deps in self.deps.items()}
+        queue = deque(job_id for job_id, count in waiting.items() if count == 0)
+        topo: list[str] = []
+        while queue:
+            job_id = queue.popleft()
+            topo.append(job_id)
+            for dependent in self.dependents[job_id]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    queue.append(dependent)
+        if len(topo) < len(self.jobs):
+            stuck = [job_id for job_id, count in waiting.items() if count > 0]
+            raise ValueError("dependency cycle among: " + ", ".join(stuck[:10]))
+        return topo
+
+    def remaining_paths(self) -> dict[str, float]:
+        """Per job: its duration plus the longest chain of durations of its dependents."""
+        tail: dict[str, float] = {}
+        for job_id in reversed(self.topo):
+            after = max((tail[dep] for dep in self.dependents[job_id]), default=0.0)
+            tail[job_id] = self.jobs[job_id].duration + after
+        return tail
+
+    def depths(self) -> dict[str, int]:
+        depth: dict[str, int] = {}
+        for job_id in self.topo:
+            depth[job_id] = 1 + max((depth[dep] for dep in self.deps[job_id]), default=-1)
+        return depth
+
+
+class _Ledger:
+    """Bookkeeping shared by the policies: states, validation and transitive doom."""
+
+    def __init__(self, jobs: Iterable[Job], max_running: int) -> None:
+        if max_running < 1:
+            raise ValueError(f"max_running must be at least 1, got {max_running}")
+        self._graph = _Graph(jobs)
+        self._max_running = max_running
+        self._pending: set[str] = set(self._graph.jobs)
+        self._running: set[str] = set()
+        self._finished: dict[str, bool] = {}
+        self._doomed: dict[str, str] = {}
+
+    @property
+    def pending(self) -> Set[str]:
+        """Jobs not started, not doomed (a live view)."""
+        return self._pending
+
+    @property
+    def running(self) -> Set[str]:
+        return self._running
+
+    @property
+    def finished(self) -> Mapping[str, bool]:
+        """Finished jobs and whether each succeeded."""
+        return self._finished
+
+    @property
+    def doomed(self) -> Mapping[str, str]:
+        """Jobs that will never run, each with the failed (or skipped-for) job that dooms it."""
+        return self._doomed
+
+    @property
+    def done(self) -> bool:
+        return not self._pending and not self._running
+
+    def next_job(self) -> str | None:
+        raise NotImplementedError
+
+    def start(self, job_id: str) -> None:
+        """Start the job `next_job()` returned; anything else is a caller error."""
+        allowed = self.next_job()
+        if job_id != allowed:
+            raise ValueError(f"job {job_id!r} may not start now (next_job() is {allowed!r})")
+        self._pending.remove(job_id)
+        self._running.add(job_id)
+        self._claim(job_id)
+
+    def finish(self, job_id: str, ok: bool) -> list[tuple[str, str]]:
+        """Record the outcome; on failure return (job, failed job) for every job it dooms."""
+        if job_id not in self._running:
+            raise ValueError(f"job {job_id!r} is not running")
+        self._running.remove(job_id)
+        self._finished[job_id] = ok
+        self._release(job_id, ok)
+        doomed = [] if ok else self._doom_dependents(job_id, job_id)
+        self._settle()
+        return doomed
+
+    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]:
+        """Drop a pending job the caller will not run; its dependents are doomed by `reason_job`.
+
+        The returned list holds the dependents only, not `job_id` itself.
+        """
+        if job_id not in self._pending:
+            raise ValueError(f"job {job_id!r} is not pending")
+        self._pending.remove(job_id)
+        self._doomed[job_id] = reason_job
+        self._forget(job_id)
+        doomed = self._doom_dependents(job_id, reason_job)
+        self._settle()
+        return doomed
+
+    def _doom_dependents(self, job_id: str, reason_job: str) -> list[tuple[str, str]]:
+        stack = list(self._graph.dependents[job_id])
+        doomed: list[str] = []
+        while stack:
+            dependent = stack.pop()
+            if dependent in self._pending:
+                self._pending.remove(dependent)
+                self._doomed[dependent] = reason_job
+                self._forget(dependent)
+                doomed.append(dependent)
+                stack.extend(self._graph.dependents[dependent])
+        doomed.sort(key=self._graph.order.__getitem__)
+        return [(dependent, reason_job) for dependent in doomed]
+
+    def _claim(self, job_id: str) -> None:
+        raise NotImplementedError
+
+    def _release(self, job_id: str, ok: bool) -> None:
+        raise NotImplementedError
+
+    def _forget(self, job_id: str) -> None:
+        """A pending job left for good (doomed or skipped)."""
+
+    def _settle(self) -> None:
+        """Called after every finish or skip."""
+
+
+class DagPolicy(_Ledger):
+    """Start the dependency-ready job with the longest remaining path that may run now.
+
+    Ready jobs wait in a heap keyed by (-remaining path, written order). A job found blocked by a
+    running job is set aside on it and goes back into the heap when that job finishes, so a call
+    costs O(log n) amortised instead of a scan of everything ready.
+
+    Exclusive jobs get two rules, because each one needs the workers drained: a blocked exclusive
+    job holds back every job of lower priority (else a stream of others starves it), and when
+    nothing runs, a ready exclusive job goes first (now it costs no drain; later it would).
+    """
+
+    def __init__(self, jobs: Iterable[Job], max_running: int) -> None:
+        super().__init__(jobs, max_running)
+        graph = self._graph
+        paths = graph.remaining_paths()
+        self._key = {job_id: (-paths[job_id], graph.order[job_id], job_id) for job_id in graph.jobs}
+        self._unmet = {job_id: len(deps) for job_id, deps in graph.deps.items()}
+        self._ready: list[tuple[float, int, str]] = []
+        self._ready_exclusive: list[tuple[float, int, str]] = []
+        for job_id, unmet in self._unmet.items():
+            if unmet == 0:
+                self._push(job_id)
+        self._set_aside: dict[str, list[str]] = {}  # running job -> ready jobs it blocks
+        self._waiting_exclusive: set[str] = set()  # set aside, holding back lower priorities
+        self._writer: dict[str, str] = {}  # file -> the running job writing it (at most one)
+        self._readers: dict[str, set[str]] = {}  # file -> running jobs reading it
+        self._exclusive: str | None = None  # the running exclusive job
+
+    def next_job(self) -> str | None:
+        if len(self._running) >= self._max_running or self._exclusive is not None:
+            return None
+        if not self._running:
+            exclusive = self._top(self._ready_exclusive)
+            if exclusive is not None:
+                return exclusive
+        ready = self._ready
+        while (job_id := self._top(ready)) is not None:
+            if self._waiting_exclusive and ready[0] > min(
+                self._key[waiting] for waiting in self._waiting_exclusive
+            ):
+                return None
+            job = self._graph.jobs[job_id]
+            blocker = self._blocker(job)
+            if blocker is None:
+                return job_id
+            heapq.heappop(ready)
+            self._set_aside.setdefault(blocker, []).append(job_id)
+            if job.exclusive:
+                self._waiting_exclusive.add(job_id)
+        return None
+
+    def _top(self, heap: list[tuple[float, int, str]]) -> str | None:
+        """The best pending job of the heap, dropping entries started or skipped meanwhile."""
+        while heap and heap[0][2] not in self._pending:
+            heapq.heappop(heap)
+        return heap[0][2] if heap else None
+
+    def _push(self, job_id: str) -> None:
+        heapq.heappush(self._ready, self._key[job_id])
+        if self._graph.jobs[job_id].exclusive:
+            heapq.heappush(self._ready_exclusive, self._key[job_id])
+
+    def _blocker(self, job: Job) -> str | None:
+        """A running job that `job` may not run beside, if any."""
+        if job.exclusive and self._running:
+            return next(iter(self._running))
+        for path in job.writes:
+            writer = self._writer.get(path)
+            if writer is not None:
+                return writer
+            readers = self._readers.get(path)
+            if readers:
+                return next(iter(readers))
+        for path in job.reads:
+            writer = self._writer.get(path)
+            if writer is not None:
+                return writer
+        return None
+
+    def _claim(self, job_id: str) -> None:
+        job = self._graph.jobs[job_id]
+        if job.exclusive:
+            self._exclusive = job_id
+        for path in job.writes:
+            self._writer[path] = job_id
+        for path in job.reads:
+            self._readers.setdefault(path, set()).add(job_id)
+
+    def _release(self, job_id: str, ok: bool) -> None:
+        job = self._graph.jobs[job_id]
+        if self._exclusive == job_id:
+            self._exclusive = None
+        for path in job.writes:
+            del self._writer[path]
+        for path in job.reads:
+            readers = self._readers[path]
+            readers.discard(job_id)
+            if not readers:
+                del self._readers[path]
+        for waiting in self._set_aside.pop(job_id, ()):
+            self._waiting_exclusive.discard(waiting)
+            if waiting in self._pending:
+                heapq.heappush(self._ready, self._key[waiting])
+        if ok:
+            for dependent in self._graph.dependents[job_id]:
+                self._unmet[dependent] -= 1
+                if self._unmet[dependent] == 0 and dependent in self._pending:
+                    self._push(dependent)
+
+    def _forget(self, job_id: str) -> None:
+        self._waiting_exclusive.discard(job_id)
+
+
+def _conflict_groups(jobs: Sequence[Job]) -> list[list[str]]:
+    """Group jobs whose files conflict (transitively) into chunks, in written order."""
+    parent = {job.id: job.id for job in jobs}
+
+    def root(job_id: str) -> str:
+        while parent[job_id] != job_id:
+            parent[job_id] = parent[parent[job_id]]
+            job_id = parent[job_id]
+        return job_id
+
+    writers: dict[str, list[str]] = {}
+    readers: dict[str, list[str]] = {}
+    for job in jobs:
+        for path in job.writes:
+            writers.setdefault(path, []).append(job.id)
+        for path in job.reads:
+            readers.setdefault(path, []).append(job.id)
+    for path, writing in writers.items():
+        first = root(writing[0])
+        for other in writing[1:] + readers.get(path, []):
+            parent[root(other)] = first
+    grouped: dict[str, list[str]] = {}
+    for job in jobs:
+        grouped.setdefault(root(job.id), []).append(job.id)
+    return list(grouped.values())
+
+
+class WavePolicy(_Ledger):
+    """The seed systems' strategy, for comparison.
+
+    Waves by dependency depth with a barrier after each. Within a wave, exclusive jobs run first,
+    one at a time and alone; then jobs whose files conflict are merged into chunks, and chunks run
+    in parallel, each one job at a time like one agent working through its list. A started chunk
+    keeps its worker; idle chunks start largest remaining work first (kinder than written order).
+    """
+
+    def __init__(self, jobs: Iterable[Job], max_running: int) -> None:
+        super().__init__(jobs, max_running)
+        graph = self._graph
+        depth = graph.depths()
+        waves: list[list[Job]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+        for job_id, job in graph.jobs.items():
+            waves[depth[job_id]].append(job)
+        self._wave_of = depth
+        self._left = [len(wave) for wave in waves]  # pending or running jobs per wave
+        self._wave_solo = [[job.id for job in wave if job.exclusive] for wave in waves]
+        self._chunks: list[deque[str]] = []
+        self._wave_chunks: list[list[int]] = []
+        for wave in waves:
+            shared = [job for job in wave if not job.exclusive]
+            first = len(self._chunks)
+            self._chunks.extend(deque(chunk) for chunk in _conflict_groups(shared))
+            self._wave_chunks.append(list(range(first, len(self._chunks))))
+        self._chunk_of = {job_id: c for c, chunk in enumerate(self._chunks) for job_id in chunk}
+        self._wave = -1
+        self._solo: deque[str] = deque()  # the current wave's exclusive jobs
+        self._alone: str | None = None  # the running exclusive job
+        self._idle: list[tuple[float, int]] = []  # (-remaining work, chunk) of unstarted chunks
+        self._resume: deque[int] = deque()  # started chunks whose worker is free again
+        self._settle()
+
+    def next_job(self) -> str | None:
+        if len(self._running) >= self._max_running:
+            return None
+        while self._solo and self._solo[0] not in self._pending:
+            self._solo.popleft()
+        if self._solo or self._alone is not None:
+            return None if self._running else self._solo[0]
+        chunk = self._next_chunk()
+        return None if chunk is None else self._chunks[chunk][0]
+
+    def _next_chunk(self) -> int | None:
+        while self._resume:
+            if self._drop_stale(self._resume[0]):
+                return self._resume[0]
+            self._resume.popleft()
+        while self._idle:
+            if self._drop_stale(self._idle[0][1]):
+                return self._idle[0][1]
+            heapq.heappop(self._idle)
+        return None
+
+    def _drop_stale(self, chunk: int) -> bool:
+        """Drop doomed or skipped jobs from the chunk's front; True if a job is left."""
+        queue = self._chunks[chunk]
+        while queue and queue[0] not in self._pending:
+            queue.popleft()
+        return bool(queue)
+
+    def _claim(self, job_id: str) -> None:
+        if self._solo and self._solo[0] == job_id:
+            self._alone = self._solo.popleft()
+            return
+        chunk = self._chunk_of[job_id]
+        if self._resume:
+            self._resume.popleft()
+        else:
+            heapq.heappop(self._idle)
+        self._chunks[chunk].popleft()
+
+    def _release(self, job_id: str, ok: bool) -> None:
+        self._left[self._wave_of[job_id]] -= 1
+        if self._alone == job_id:
+            self._alone = None
+        chunk = self._chunk_of.get(job_id)
+        if chunk is not None and self._chunks[chunk]:
+            self._resume.append(chunk)
+
+    def _forget(self, job_id: str) -> None:
+        self._left[self._wave_of[job_id]] -= 1
+
+    def _settle(self) -> None:
+        """Open the next wave once everything in the current one finished or was doomed."""
+        while self._wave < len(self._left) and (self._wave < 0 or self._left[self._wave] == 0):
+            self._wave += 1
+            if self._wave < len(self._left):
+                self._open(self._wave)
+
+    def _open(self, wave: int) -> None:
+        self._solo = deque(self._wave_solo[wave])
+        self._resume.clear()
+        jobs = self._graph.jobs
+        self._idle = [
+            (-sum(jobs[j].duration for j in self._chunks[c] if j in self._pending), c)
+            for c in self._wave_chunks[wave]
+        ]
+        heapq.heapify(self._idle)
+
+
+@dataclass(frozen=True)
+class Slot:
+    start: float
+    finish: float
+    worker: int
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Schedule:
+    slots: Mapping[str, Slot]  # every job that ran
+    doomed: Mapping[str, str]  # every job that never ran -> the failed job that doomed it
+    makespan: float
+
+
+PolicyFactory = Callable[[Sequence[Job], int], Policy]
+
+
+def simulate(
+    policy: Policy | PolicyFactory,
+    jobs: Sequence[Job],
+    workers: int,
+    startup: float = 0.0,
+    stagger: float = 0.0,
+    failing: Collection[str] = frozenset(),
+    observe: Callable[[float, Policy], None] | None = None,
+) -> Schedule:
+    """Discrete-event run of `jobs` on `workers` workers, each job taking its duration.
+
+    `policy` is a policy over `jobs` or a factory such as `DagPolicy` (called with `workers` as
+    max_running). `startup` is added to every job (agent launch), `stagger` is the least time
+    between two launches, jobs in `failing` finish unsuccessfully, and `observe(time, policy)` is
+    called at every event time after the launches, for checks.
+    """
+    if callable(policy):
+        policy = policy(jobs, workers)
+    durations = {job.id: job.duration for job in jobs}
+    idle = list(range(workers))
+    events: list[tuple[float, int, str, int]] = []  # (finish time, launch number, job, worker)
+    slots: dict[str, Slot] = {}
+    now = next_launch = 0.0
+    while True:
+        while idle and now >= next_launch and (job_id := policy.next_job()) is not None:
+            policy.start(job_id)
+            worker = heapq.heappop(idle)
+            end = now + startup + durations[job_id]
+            slots[job_id] = Slot(now, end, worker, job_id not in failing)
+            heapq.heappush(events, (end, len(slots), job_id, worker))
+            next_launch = now + stagger
+        if observe is not None:
+            observe(now, policy)
+        throttled = idle and now < next_launch and policy.next_job() is not None
+        wakeups = [events[0][0]] if events else []
+        if throttled:
+            wakeups.append(next_launch)
+        if not wakeups:
+            break
+        now = min(wakeups)
+        while events and events[0][0] <= now:
+            _, _, job_id, worker = heapq.heappop(events)
+            heapq.heappush(idle, worker)
+            policy.finish(job_id, slots[job_id].ok)
+    if not policy.done:
+        raise RuntimeError(f"deadlock: {len(policy.pending)} jobs pending, nothing can start")
+    makespan = max((slot.finish for slot in slots.values()), default=0.0)
+    return Schedule(slots, dict(policy.doomed), makespan)
+
+
+def lower_bound(jobs: Sequence[Job], workers: int) -> float:
+    """A time no schedule on `workers` workers can beat.
+
+    The longest dependency chain; exclusive work plus the other work spread evenly (which is at
+    least total work / workers); the work of all jobs writing one file, which never overlap.
+    """
+    graph = _Graph(jobs)
+    chain = max(graph.remaining_paths().values(), default=0.0)
+    alone = sum(job.duration for job in jobs if job.exclusive)
+    shared = sum(job.duration for job in jobs if not job.exclusive)
+    per_file: dict[str, float] = {}
+    for job in jobs:
+        for path in job.writes:
+            per_file[path] = per_file.get(path, 0.0) + job.duration
+    return max(chain, alone + shared / workers, max(per_file.values(), default=0.0))

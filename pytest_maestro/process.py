@@ -1,0 +1,107 @@
+"""Run one command in its own process group, output to a log file, with a timeout for the tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
+KILL_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    argv: tuple[str, ...]
+    exit_code: int  # negative: killed by that signal
+    timed_out: bool
+    duration: float
+    log: Path
+    log_offset: int  # where this command's output starts in the log
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def output(self) -> str:
+        with self.log.open("rb") as handle:
+            handle.seek(self.log_offset)
+            return handle.read().decode("utf-8", "replace")
+
+    def tail(self, lines: int = 20) -> list[str]:
+        return self.output().rstrip("\n").split("\n")[-lines:] if self.output().strip() else []
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    log: Path,
+    stdin: bytes | None = None,
+    header: str | None = None,
+) -> ProcessResult:
+    """Run ``argv``; its stdout and stderr are appended to ``log``.
+
+    The command leads a new session (and so a new process group): on timeout the whole group gets
+    SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
+    a background grandchild holding the pipe open cannot hang us.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        if header:
+            out.write(header.encode() + b"\n")
+            out.flush()
+        offset = out.tell()
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            if stdin is not None:
+                _feed(proc, stdin)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+        except BaseException:
+            kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+            raise
+        duration = time.monotonic() - started
+    return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except BrokenPipeError:  # the command did not read its input: not our failure
+        pass
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the group, give it a moment, then SIGKILL whatever of it is left."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE)
+    _signal_group(proc.pid, signal.SIGKILL)  # children that ignored SIGTERM or outlived the leader
+    proc.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,48 @@
+"""What users read: the failure report of a phase, the header and the summary lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .plan import Phase
+from .runner import Attempt, PhaseOutcome
+
+
+def render_failure(phase: Phase, outcome: PhaseOutcome, root: Path) -> str:
+    """The readable report of a failed or blocked phase: the last attempt in full."""
+    tries = len([a for a in outcome.attempts if a.number > 0])
+    verb = "was blocked" if outcome.status == "blocked" else "failed"
+    plural = "s" if tries != 1 else ""
+    head = f"phase {phase.id!r} ({phase.name}) {verb}"
+    lines = [head + (f" after {tries} attempt{plural}" if tries else "")]
+    lines += _attempt_lines(outcome.attempts[-1])
+    lines.append(f"log: {_shown(outcome.log, root)}")
+    return "\n".join(lines)
+
+
+def _attempt_lines(attempt: Attempt) -> list[str]:
+    label = f"attempt {attempt.number}: " if attempt.number else ""
+    lines: list[str] = []
+    if not attempt.agent.ok:
+        lines.append(f"{label}{attempt.agent.message}")
+        if attempt.agent.processes:
+            lines += _tail(attempt.agent.processes[-1].tail(15))
+    for failure in attempt.check_failures:
+        exit_text = "timed out" if failure.timed_out else f"exit code {failure.exit_code}"
+        lines.append(f"{label}check failed: {failure.criterion}")
+        lines.append(f"    $ {failure.command}")
+        lines.append(f"    {exit_text}")
+        lines += _tail(failure.tail)
+    lines += [f"{label}{problem}" for problem in attempt.file_problems]
+    return lines
+
+
+def _tail(output: tuple[str, ...] | list[str]) -> list[str]:
+    return [f"    | {line}" for line in output]
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

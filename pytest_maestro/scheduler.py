@@ -1,0 +1,187 @@
+"""DependencyScheduling: the xdist scheduler of ``pytest --maestro PLAN -n N`` (DESIGN §5).
+
+An xdist worker runs the item it holds only once it has received the *next* item (pytest's run
+protocol needs ``nextitem``). So every phase is sent together with the worker's hidden no-op sync
+item: ``[phase, sync]``. The worker runs the phase at once and then waits on the sync item, which
+costs nothing and commits the worker to nothing. The policy (``policy.py``) decides what starts;
+this adapter only moves ids between it and the workers, and reports on the controller the phases
+that must not run (a dependency failed, or they completed in an earlier run).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .collect import SYNC_NAME
+from .policy import DagPolicy, Job, Policy, WavePolicy
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
+    from .session import MaestroSession
+
+
+class DependencyScheduling:
+    def __init__(self, config: pytest.Config, maestro: MaestroSession) -> None:
+        self.config = config
+        self.maestro = maestro
+        self.collection: list[str] | None = None
+        self.node_ids: dict[str, int] = {}  # node id -> index in the collection
+        self.sync_index = -1
+        self.running: dict[WorkerController, str | None] = {}  # worker -> phase it runs
+        self.policy: Policy | None = None
+        self.last_start = 0.0
+
+    # -- the xdist Scheduling protocol ------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return list(self.running)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self.collection is not None
+
+    @property
+    def tests_finished(self) -> bool:
+        return self.policy is not None and self.policy.done
+
+    @property
+    def has_pending(self) -> bool:
+        return self.policy is not None and bool(self.policy.pending or self.policy.running)
+
+    def add_node(self, node: WorkerController) -> None:
+        self.running[node] = None
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        if self.collection is None:
+            self.collection = list(collection)
+            self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
+            self.sync_index = next(
+                n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)
+            )
+        elif list(collection) != self.collection:
+            raise pytest.UsageError(f"worker {node.gateway.id} collected a different plan")
+
+    def mark_test_complete(
+        self, node: WorkerController, item_index: int, duration: float = 0
+    ) -> None:
+        if item_index == self.sync_index:
+            return
+        phase_id = self.running[node]
+        self.running[node] = None
+        if phase_id is not None:
+            self._finish(phase_id)
+        self.schedule()
+
+    def mark_test_pending(self, item: str) -> None:
+        raise NotImplementedError("pytest-maestro schedules phases itself")
+
+    def remove_pending_tests_from_node(
+        self, node: WorkerController, indices: Sequence[int]
+    ) -> None:
+        raise NotImplementedError("pytest-maestro does not steal work")
+
+    def remove_node(self, node: WorkerController) -> str | None:
+        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped."""
+        phase_id = self.running.pop(node)
+        if phase_id is None:
+            return None
+        self.maestro.outcomes[phase_id] = "failed"
+        self._finish(phase_id)
+        return self._nodeid(phase_id)
+
+    def schedule(self) -> None:
+        if self.collection is None:
+            return
+        if self.policy is None:
+            self.policy = self._start_policy()
+        idle = [node for node, phase in self.running.items() if phase is None]
+        while idle and not self._stopping():
+            job = self.policy.next_job()
+            if job is None:
+                break
+            self._stagger()
+            node = idle.pop(0)
+            self.policy.start(job)
+            self.running[node] = job
+            node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _start_policy(self) -> Policy:
+        assert self.collection is not None
+        selected = [
+            nodeid.rsplit("::", 1)[1]
+            for nodeid in self.collection
+            if not nodeid.endswith("::" + SYNC_NAME)
+        ]
+        maestro = self.maestro
+        maestro.selected = set(selected)
+        jobs = []
+        for phase_id in selected:
+            phase = maestro.plan.phase(phase_id)
+            jobs.append(
+                Job(
+                    id=phase_id,
+                    deps=frozenset(d for d in phase.blocked_by if d in maestro.selected),
+                    writes=phase.files.writes,
+                    reads=frozenset(phase.reads),
+                    exclusive=not phase.parallel,
+                    duration=maestro.duration(phase),
+                )
+            )
+        workers = len(self.running) or 1
+        limit = maestro.settings.max_concurrent or workers
+        kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
+        policy: Policy = kind(jobs, limit)
+        # Phases that must not run at all are reported here, on the controller.
+        for phase_id in maestro.topological(selected):
+            if phase_id in policy.pending and maestro.why_not_run(maestro.plan.phase(phase_id)):
+                self._report_not_run(policy, phase_id)
+        return policy
+
+    def _finish(self, phase_id: str) -> None:
+        assert self.policy is not None
+        ok = self.maestro.outcomes.get(phase_id) == "completed"
+        doomed = [job for job, _ in self.policy.finish(phase_id, ok)]
+        for job in self.maestro.topological(doomed):
+            self.maestro.report_skip(self._nodeid(job), job)
+
+    def _report_not_run(self, policy: Policy, phase_id: str) -> None:
+        completed = self.maestro.report_skip(self._nodeid(phase_id), phase_id)
+        if completed:
+            policy.start(phase_id)
+            policy.finish(phase_id, True)
+        else:
+            for job, _ in policy.skip(phase_id, phase_id):
+                self.maestro.report_skip(self._nodeid(job), job)
+
+    def _nodeid(self, phase_id: str) -> str:
+        assert self.collection is not None
+        prefix = self.collection[self.sync_index].rsplit("::", 1)[0]
+        return f"{prefix}::{phase_id}"
+
+    def _stopping(self) -> bool:
+        """``-x``, ``--maxfail`` or the circuit breaker asked xdist to shut down: start nothing."""
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        return bool(getattr(dsession, "shuttingdown", False))
+
+    def _stagger(self) -> None:
+        """Space out phase starts (rate limits of LLM APIs); blocks the controller briefly."""
+        delay = self.maestro.settings.stagger
+        wait = self.last_start + delay - time.monotonic()
+        if delay and wait > 0:
+            time.sleep(wait)
+        self.last_start = time.monotonic()
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
+    from .collect import SESSION_KEY
+
+    maestro = config.stash.get(SESSION_KEY, None)
+    return DependencyScheduling(config, maestro) if maestro is not None else None

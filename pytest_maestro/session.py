@@ -1,0 +1,263 @@
+"""The session plugin: one per ``pytest --maestro`` run, registered by ``plugin.py``.
+
+It owns the loaded plan, the project root, the agents, this run's phase outcomes and (on the
+controller) the session state, and answers the pytest hooks that need them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Generator, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .agents import AgentRegistry
+from .collect import OUTCOME_KEY, PhaseItem, PlanFile, SyncItem, marker_name
+from .plan import Phase, Plan
+from .plan.graph import PlanGraph
+from .prompt import build_prompt
+from .runner import PhaseOutcome, PhaseRunner, RunConfig
+from .runtimes import get_runtime
+from .settings import Settings
+
+# Why a phase did not run, as the skip reason shows it and the session state records it.
+STATUS_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
+EARLIER = "completed in an earlier run"
+DEFAULT_DURATION = 1.0
+
+
+class MaestroSession:
+    def __init__(self, config: pytest.Config, settings: Settings, plan: Plan, root: Path) -> None:
+        self.config = config
+        self.settings = settings
+        self.plan = plan
+        self.graph = PlanGraph(plan)
+        self.root = root
+        self.state_dir = root / settings.state_dir
+        self.on_worker = hasattr(config, "workerinput")
+        self.outcomes: dict[str, str] = {}  # phase id -> status in this run
+        self.selected: set[str] = set(plan.ids)
+        self.agents = AgentRegistry.load(self._agent_dirs())
+        self.plan_path = plan.path.resolve()
+        self.durations: dict[str, float] = {}  # measured in earlier runs (pytest's cache)
+
+    # -- collection -------------------------------------------------------------------------
+
+    def _agent_dirs(self) -> list[Path]:
+        candidates = [self.plan.path.parent / "agents", self.root / "agents"]
+        candidates.append(self.config.rootpath / "agents")
+        unique: list[Path] = []
+        for path in candidates:
+            if path.resolve() not in [u.resolve() for u in unique]:
+                unique.append(path)
+        return unique
+
+    def check_agents(self) -> None:
+        for phase in self.plan.phases:
+            if phase.agent and self.agents.get(phase.agent) is None:
+                raise pytest.Collector.CollectError(
+                    f"{_where(self.plan, phase)}: phase {phase.id!r} names unknown agent "
+                    f"{phase.agent!r}; available: {', '.join(self.agents.names())}"
+                )
+
+    def run_order(self) -> list[Phase]:
+        """Topological order, the phase with the longest remaining path first among the ready."""
+        return [self.plan.phase(i) for i in self.graph.critical_order()]
+
+    def markers(self, phase: Phase) -> list[str]:
+        names = [f"wave_{self.graph.wave(phase.id)}"]
+        if phase.agent:
+            names.append(marker_name(phase.agent))
+        names += [marker_name(tag) for tag in (*self.plan.tags, *phase.tags)]
+        return names
+
+    def marker_lines(self) -> Iterable[str]:
+        names = {m for phase in self.plan.phases for m in self.markers(phase)}
+        for name in sorted(names):
+            yield f"{name}: pytest-maestro phase marker (agent, wave or tag)"
+
+    @pytest.hookimpl
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
+        if file_path.resolve() == self.plan_path:
+            return PlanFile.from_parent(parent, path=file_path)
+        return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        """Keep whatever order pytest's options chose (``--ff``) where dependencies allow it."""
+        phases = [i for i in items if isinstance(i, PhaseItem)]
+        others = [i for i in items if not isinstance(i, PhaseItem)]
+        by_id = {item.phase.id: item for item in phases}
+        order = stable_topological([i.phase.id for i in phases], self.plan)
+        items[:] = [by_id[i] for i in order] + others
+        self.selected = set(by_id)
+        if not config.option.collectonly and not self.on_worker:
+            self._refuse_nothing_to_run(by_id.values())
+
+    def _refuse_nothing_to_run(self, items: Iterable[PhaseItem]) -> None:
+        for item in items:
+            phase = item.phase
+            if not phase.run and self.runtime_name(phase) == "shell":
+                raise pytest.UsageError(
+                    f"{_where(self.plan, phase)}: phase {phase.id!r} has nothing to run: give it "
+                    "'run:' commands, or an agent whose runtime is an LLM CLI"
+                )
+
+    # -- running ----------------------------------------------------------------------------
+
+    def runtime_name(self, phase: Phase) -> str:
+        agent = self.agents.get(phase.agent) if phase.agent else None
+        return agent.runtime if agent else "shell"
+
+    def why_not_run(self, phase: Phase) -> str | None:
+        """Why a phase must not run now, or None. Workers trust the controller to know."""
+        if self.on_worker:
+            return None
+        for dep in phase.blocked_by:
+            status = self.outcomes.get(dep)
+            if status == "completed":
+                continue
+            if status is not None:
+                return f"dependency {dep!r} {STATUS_WORDS[status]}"
+            if dep not in self.selected:
+                return f"dependency {dep!r} was not selected and has not completed"
+            return f"dependency {dep!r} has not run yet"
+        return None
+
+    def run_phase(self, phase: Phase) -> PhaseOutcome:
+        config = RunConfig(
+            plan=self.plan,
+            root=self.root,
+            log_dir=self.state_dir / "logs",
+            timeout=self.settings.timeout,
+            check_timeout=self.settings.check_timeout,
+            max_retries=self.settings.max_retries,
+        )
+        runner = PhaseRunner(config, get_runtime(self.runtime_name(phase)), build_prompt)
+        return runner.run(phase)
+
+    def duration(self, phase: Phase) -> float:
+        """Expected seconds: the plan's estimate, else the last measured run, else 1."""
+        if phase.estimate is not None:
+            return phase.estimate
+        return self.durations.get(phase.id, DEFAULT_DURATION)
+
+    def topological(self, ids: Iterable[str]) -> list[str]:
+        position = {pid: n for n, pid in enumerate(self.plan.ids)}
+        return stable_topological(sorted(ids, key=position.__getitem__), self.plan)
+
+    def report_skip(self, nodeid: str, phase_id: str) -> bool:
+        """Report, on the controller, a phase that will not be sent to a worker.
+
+        Returns True when it counts as completed (it was, in an earlier run).
+        """
+        phase = self.plan.phase(phase_id)
+        reason = self.why_not_run(phase) or "not run"
+        location = (str(self.plan.path), (phase.line or 1) - 1, f"phase {phase.id}: {phase.name}")
+        hook = self.config.hook
+        hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+        setup = pytest.TestReport(
+            nodeid,
+            location,
+            {},
+            "skipped",
+            (str(self.plan.path), phase.line or 0, f"Skipped: {reason}"),
+            "setup",
+        )
+        status = "completed" if reason.startswith(EARLIER) else "skipped"
+        setup.maestro = {"phase": phase_id, "status": status}  # type: ignore[attr-defined]
+        hook.pytest_runtest_logreport(report=setup)
+        hook.pytest_runtest_logreport(
+            report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown")
+        )
+        hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+        return status == "completed"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+        return True if isinstance(item, SyncItem) else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if isinstance(item, PhaseItem):
+            facts = phase_facts(item, report)
+            if facts is not None:
+                report.maestro = facts  # type: ignore[attr-defined]  # travels with xdist reports
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        facts: dict[str, Any] | None = getattr(report, "maestro", None)
+        if facts is not None:
+            self.outcomes[facts["phase"]] = facts["status"]
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        plan = self.plan
+        return [
+            f"maestro: {plan.path} ({plan.format}, {len(plan.phases)} phases), root {self.root}"
+        ]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.plan.warnings:
+            terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
+            for warning in self.plan.warnings:
+                terminalreporter.line(warning)
+
+
+def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | None:
+    """What the controller must learn from a worker about one phase, or None for no news."""
+    if report.when == "setup" and report.skipped:
+        return {"phase": item.phase.id, "status": "skipped"}
+    if report.when == "call":
+        outcome = item.stash.get(OUTCOME_KEY, None)
+        status = outcome.status if outcome else ("completed" if report.passed else "failed")
+        facts: dict[str, Any] = {"phase": item.phase.id, "status": status}
+        if outcome:
+            facts.update(
+                attempts=len(outcome.attempts),
+                started=outcome.started,
+                finished=outcome.finished,
+            )
+        return facts
+    if report.failed:  # an error in setup or teardown
+        return {"phase": item.phase.id, "status": "failed"}
+    return None
+
+
+def stable_topological(ids: list[str], plan: Plan) -> list[str]:
+    """``ids`` reordered only where a dependency would otherwise run after its dependent."""
+    position = {pid: n for n, pid in enumerate(ids)}
+    return _kahn(ids, plan, lambda pid: (position[pid],))
+
+
+def _kahn(ids: Iterable[str], plan: Plan, key: Any) -> list[str]:
+    chosen = set(ids)
+    waiting = {pid: {d for d in plan.phase(pid).blocked_by if d in chosen} for pid in chosen}
+    dependents: dict[str, list[str]] = {pid: [] for pid in chosen}
+    for pid, deps in waiting.items():
+        for dep in deps:
+            dependents[dep].append(pid)
+    heap = [(key(pid), pid) for pid, deps in waiting.items() if not deps]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, pid = heapq.heappop(heap)
+        order.append(pid)
+        for nxt in dependents[pid]:
+            waiting[nxt].discard(pid)
+            if not waiting[nxt]:
+                heapq.heappush(heap, (key(nxt), nxt))
+    return order
+
+
+def _where(plan: Plan, phase: Phase) -> str:
+    from .plan.errors import location
+
+    return location(plan.path, phase.line)

@@ -1,0 +1,193 @@
+"""One frozen Settings object: CLI > MAESTRO_* environment > ini > default.
+
+Every option is declared once in ``OPTIONS``; ``plugin.py`` registers the CLI flags and ini keys
+from it, the README's options table is written from it, and a bad value names where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ANALYZE_FORMATS = ("text", "json", "mermaid")
+SCHEDULES = ("dag", "waves")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # the Settings field; CLI flag --maestro-<name with dashes>, ini maestro_<name>
+    help: str
+    kind: str = "str"  # str | int | float | bool | choice
+    default: Any = None
+    env: str | None = None
+    env_scale: float = 1.0  # MAESTRO_AGENT_TIMEOUT is in minutes, the option in seconds
+    choices: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "--maestro-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "maestro_" + self.name
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "format",
+        "plan format, detected from the content when not given",
+        "choice",
+        choices=(
+            "native",
+            "design-v2",
+            "maestro-json",
+            "maestro-md",
+            "superpowers",
+            "tasklist",
+            "steps",
+        ),
+    ),
+    Option("root", "project root where phases run; overrides the plan's root: (default: rootdir)"),
+    Option(
+        "timeout",
+        "seconds a phase attempt may take before its process group is killed",
+        "float",
+        600.0,
+        env="MAESTRO_AGENT_TIMEOUT",
+        env_scale=60.0,
+    ),
+    Option("check_timeout", "seconds one acceptance check may take", "float", 300.0),
+    Option("max_retries", "extra attempts after a failed one", "int", 2, env="MAESTRO_MAX_RETRIES"),
+    Option(
+        "state_dir",
+        "session state directory, inside the project root",
+        "str",
+        ".maestro",
+        env="MAESTRO_STATE_DIR",
+    ),
+    Option("fresh", "archive the saved session and run every phase again", "bool", False),
+    Option(
+        "schedule",
+        "parallel strategy under -n: dag, or waves (a barrier after each wave)",
+        "choice",
+        "dag",
+        choices=SCHEDULES,
+    ),
+    Option(
+        "max_concurrent",
+        "most phases running at once under -n (0: one per worker)",
+        "int",
+        0,
+        env="MAESTRO_MAX_CONCURRENT",
+    ),
+    Option(
+        "stagger",
+        "seconds between two phase starts under -n",
+        "float",
+        0.0,
+        env="MAESTRO_STAGGER_DELAY",
+    ),
+    Option(
+        "circuit_breaker",
+        "stop when this share of pending phases would be skipped (0: off)",
+        "float",
+        0.5,
+    ),
+)
+
+
+class SettingsError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    plan: Path
+    analyze: str | None
+    format: str | None
+    root: str | None
+    timeout: float
+    check_timeout: float
+    max_retries: int
+    state_dir: str
+    fresh: bool
+    schedule: str
+    max_concurrent: int
+    stagger: float
+    circuit_breaker: float
+
+    @classmethod
+    def from_config(cls, config: pytest.Config, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {
+            "plan": Path(config.getoption("maestro")),
+            "analyze": config.getoption("maestro_analyze"),
+        }
+        for option in OPTIONS:
+            values[option.name] = _resolve(option, config, env)
+        settings = cls(**values)
+        settings._check()
+        return settings
+
+    def _check(self) -> None:
+        for name in ("timeout", "check_timeout"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{_option(name).flag} must be > 0, got {getattr(self, name)}")
+        for name in ("max_retries", "max_concurrent"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{_option(name).flag} must be >= 0, got {getattr(self, name)}")
+        if self.stagger < 0:
+            raise SettingsError(f"--maestro-stagger must be >= 0, got {self.stagger}")
+        if not 0 <= self.circuit_breaker <= 1:
+            raise SettingsError(
+                f"--maestro-circuit-breaker must be between 0 and 1, got {self.circuit_breaker}"
+            )
+
+
+def _option(name: str) -> Option:
+    return next(o for o in OPTIONS if o.name == name)
+
+
+def _resolve(option: Option, config: pytest.Config, env: Mapping[str, str]) -> Any:
+    cli = config.getoption("maestro_" + option.name)
+    if cli is not None and cli is not False:
+        return cli
+    if option.env and env.get(option.env, "").strip():
+        return _convert(option, env[option.env].strip(), f"environment {option.env}")
+    ini = config.getini(option.ini)
+    if ini not in ("", None, []):
+        return _convert(option, str(ini).strip(), f"ini {option.ini}")
+    return option.default
+
+
+def _convert(option: Option, raw: str, source: str) -> Any:
+    converters: dict[str, Callable[[str], Any]] = {
+        "int": int,
+        "float": float,
+        "bool": _parse_bool,
+        "str": str,
+        "choice": str,
+    }
+    try:
+        value = converters[option.kind](raw)
+    except ValueError:
+        raise SettingsError(f"{source}: expected {option.kind}, got {raw!r}") from None
+    if option.kind in ("int", "float") and option.env_scale != 1.0 and source.startswith("env"):
+        value = value * option.env_scale
+    if option.choices and value not in option.choices:
+        raise SettingsError(f"{source}: {raw!r} is not one of {', '.join(option.choices)}")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)

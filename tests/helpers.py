@@ -1,0 +1,20 @@
+"""Shared helpers for black-box tests: write a native plan, run pytest on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def write_plan(pytester: pytest.Pytester, phases: list[dict[str, Any]], **top: Any) -> Path:
+    """A native YAML plan ``plan.yaml`` in the pytester directory."""
+    path = pytester.path / "plan.yaml"
+    path.write_text(yaml.safe_dump({**top, "phases": phases}, sort_keys=False))
+    return path
+
+
+def phase(pid: str, *run: str, **fields: Any) -> dict[str, Any]:
+    return {"id": pid, "run": list(run), **fields}

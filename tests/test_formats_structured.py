@@ -1,0 +1,774 @@
+"""The structured plan readers: native YAML/JSON, .design/plan.json v2, Maestro phases JSON."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from pytest_maestro.plan import Assumption, Check, Files, Phase, PlanError, load_plan
+from pytest_maestro.plan.formats import design_v2, maestro_json, native
+from pytest_maestro.plan.model import Plan
+from pytest_maestro.plan.source import read_text
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "example_plans"
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def read(reader: object, path: Path) -> Plan:
+    plan: Plan = reader.read(read_text(path), path)  # type: ignore[attr-defined]
+    return plan
+
+
+def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
+    """1-based number of the line holding the n-th occurrence of ``needle``."""
+    found = [n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    return found[occurrence - 1]
+
+
+def error_of(reader: object, path: Path) -> str:
+    with pytest.raises(PlanError) as info:
+        read(reader, path)
+    return str(info.value)
+
+
+def detected(path: Path) -> str | None:
+    """The first of the structured readers, in registry order, that claims the file."""
+    text = read_text(path)
+    for reader in (design_v2, maestro_json, native):
+        if reader.detect(text, path):
+            return reader.NAME
+    return None
+
+
+# --- native ----------------------------------------------------------------------------------
+
+EVERY_FIELD_YAML = """
+    title: Every field
+    root: ..
+    context: |
+      Ship the thing.
+    tags: [demo, ci]
+    phases:
+      - id: setup
+        name: Set up
+        agent: builder
+        model: sonnet
+        files:
+          create: [src/a.py]
+          modify: [README.md]
+          delete: [old.txt]
+        reads: [docs/spec.md]
+        run:
+          - echo one
+          - echo two
+        acceptance:
+          - criterion: a exists
+            check: test -f src/a.py
+          - prose only
+          - check: python3 -c pass
+        description: Do the setup.
+        prompt: Be careful.
+        parallel: false
+        timeout: 30
+        max_retries: 1
+        estimate: 12.5
+        tags: [fast]
+        assumptions:
+          - claim: python is there
+            verify: python3 --version
+            severity: warning
+          - claim: nothing to verify
+        fallback: try plan B
+        rollback_triggers:
+          - If the build breaks, STOP
+        constraints:
+          - no network
+      - id: 2
+        blocked_by: setup
+        files: [src/a.py]
+        run: make
+"""
+
+SETUP = Phase(
+    id="setup",
+    name="Set up",
+    agent="builder",
+    model="sonnet",
+    files=Files(create=("src/a.py",), modify=("README.md",), delete=("old.txt",)),
+    reads=("docs/spec.md",),
+    run=("echo one", "echo two"),
+    acceptance=(
+        Check("a exists", "test -f src/a.py"),
+        Check("prose only", None),
+        Check("python3 -c pass", "python3 -c pass"),
+    ),
+    description="Do the setup.\n\nBe careful.",
+    parallel=False,
+    timeout=30.0,
+    max_retries=1,
+    estimate=12.5,
+    tags=("fast",),
+    assumptions=(
+        Assumption("python is there", "python3 --version", "warning"),
+        Assumption("nothing to verify", None, "blocking"),
+    ),
+    fallback="try plan B",
+    rollback_triggers=("If the build breaks, STOP",),
+    constraints=("no network",),
+)
+SECOND = Phase(
+    id="2", name="2", blocked_by=("setup",), files=Files(modify=("src/a.py",)), run=("make",)
+)
+
+
+def test_native_yaml_reads_every_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "plan.yaml", EVERY_FIELD_YAML)
+    plan = read(native, path)
+    assert (plan.format, plan.title, plan.root, plan.tags) == (
+        "native",
+        "Every field",
+        "..",
+        ("demo", "ci"),
+    )
+    assert plan.context == "Ship the thing."
+    assert plan.phases == (
+        _at(SETUP, line_of(path, "- id: setup")),
+        _at(SECOND, line_of(path, "- id: 2")),
+    )
+
+
+def test_native_json_reads_the_same_plan_with_its_own_lines(tmp_path: Path) -> None:
+    data = yaml.safe_load(textwrap.dedent(EVERY_FIELD_YAML))
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data, indent=2))
+    plan = read(native, path)
+    assert plan.phases == (
+        _at(SETUP, line_of(path, "{", 2)),  # the first "{" opens the document
+        _at(SECOND, line_of(path, '"id": 2') - 1),
+    )
+
+
+def _at(phase: Phase, line: int) -> Phase:
+    return replace(phase, line=line)
+
+
+def test_native_defaults_and_nulls(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "plan.yml",
+        """
+        phases:
+          - id: only
+            reads:
+            agent: ~
+        """,
+    )
+    (phase,) = read(native, path).phases
+    assert phase == Phase(id="only", name="only", line=2)
+    assert phase.parallel is True
+
+
+def test_native_int_ids_and_single_dependency(tmp_path: Path) -> None:
+    path = write(tmp_path, "plan.json", '{"phases": [{"id": 1}, {"id": 2, "blocked_by": 1}]}')
+    plan = read(native, path)
+    assert plan.ids == ("1", "2")
+    assert plan.phases[1].blocked_by == ("1",)
+    assert [p.line for p in plan.phases] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "  - id: a\n    blockd_by: [b]\n",
+            "plan.yaml:3: phase 'a' has unknown field 'blockd_by' (did you mean 'blocked_by'?)",
+        ),
+        (
+            "  - id: a\n    timeout: ten\n",
+            "plan.yaml:3: phase 'a' field 'timeout' must be a number, got 'ten'",
+        ),
+        (
+            "  - id: a\n    timeout: 0\n",
+            "plan.yaml:3: phase 'a' field 'timeout' must be greater than 0, got 0",
+        ),
+        (
+            "  - id: a\n    max_retries: -1\n",
+            "plan.yaml:3: phase 'a' field 'max_retries' must be at least 0, got -1",
+        ),
+        (
+            "  - id: a\n    max_retries: 1.5\n",
+            "plan.yaml:3: phase 'a' field 'max_retries' must be an integer, got 1.5",
+        ),
+        (
+            "  - id: a\n    parallel: maybe\n",
+            "plan.yaml:3: phase 'a' field 'parallel' must be true or false, got 'maybe'",
+        ),
+        (
+            "  - id: a\n    files: src/a.py\n",
+            "plan.yaml:3: phase 'a' field 'files' must be a list of paths or a mapping with "
+            "create, modify and delete lists, got 'src/a.py'",
+        ),
+        (
+            "  - id: a\n    files: {creat: [x]}\n",
+            "plan.yaml:3: phase 'a' has unknown field 'creat' in 'files' (did you mean 'create'?)",
+        ),
+        (
+            "  - id: a\n    files: {create: x}\n",
+            "plan.yaml:3: phase 'a' field 'files.create' must be a list of paths, got 'x'",
+        ),
+        (
+            "  - id: a\n    acceptance: [5]\n",
+            "plan.yaml:3: phase 'a' field 'acceptance[0]' must be a criterion (text) or a "
+            "mapping with criterion and check, got 5",
+        ),
+        (
+            "  - id: a\n    acceptance:\n      - criterion: 5\n",
+            "plan.yaml:4: phase 'a' field 'acceptance[0].criterion' must be a string, got 5",
+        ),
+        (
+            "  - id: a\n    assumptions:\n      - claim: x\n        severity: fatal\n",
+            "plan.yaml:5: phase 'a' field 'assumptions[0].severity' must be one of 'blocking', "
+            "'warning', got 'fatal'",
+        ),
+        (
+            "  - id: a\n    blocked_by: [true]\n",
+            "plan.yaml:3: phase 'a' field 'blocked_by[0]' must be a phase id (a string or an "
+            "integer), got true",
+        ),
+        ("  - name: nameless\n", "plan.yaml:2: phase #1 is missing required field 'id'"),
+        (
+            "  - id: [1]\n",
+            "plan.yaml:2: phase #1 field 'id' must be a phase id (a string or an integer), got a "
+            "list",
+        ),
+        (
+            "  - build\n",
+            "plan.yaml:2: phase #1 must be a mapping of phase fields (id, name, run, ...), got "
+            "'build'",
+        ),
+    ],
+)
+def test_native_errors_name_line_phase_and_field(tmp_path: Path, body: str, expected: str) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("phases:\n" + body)
+    assert error_of(native, path) == f"{tmp_path}/{expected}"
+
+
+def test_native_unknown_top_level_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "plan.yaml", "titel: x\nphases:\n  - id: a\n")
+    message = error_of(native, path)
+    assert message == f"{path}:1: unknown top-level field 'titel' (did you mean 'title'?)"
+
+
+def test_native_error_in_json_points_at_the_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "plan.json",
+        """
+        {
+          "phases": [
+            {"id": "a"},
+            {
+              "id": "b",
+              "estimate": "long"
+            }
+          ]
+        }
+        """,
+    )
+    assert (
+        error_of(native, path)
+        == f"{path}:6: phase 'b' field 'estimate' must be a number, got 'long'"
+    )
+
+
+def test_native_first_error_in_file_order_wins(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "plan.yaml",
+        """
+        phases:
+          - id: a
+            run: 5
+          - id: b
+            timeout: x
+        """,
+    )
+    assert error_of(native, path).startswith(f"{path}:3: phase 'a' field 'run'")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("plan.yaml", "phases:\n  - id: a\n    run: [echo\n  - id: b\n", ":4: YAML syntax error"),
+        (
+            "plan.json",
+            '{"phases": [\n  {"id": "a"}\n  {"id": "b"}\n]}',
+            ":3: JSON syntax error: Expecting ',' delimiter (column 3)",
+        ),
+        (
+            "plan.yaml",
+            "phases:\n  - id: a\n    run: x\n    run: y\n",
+            ":4: duplicate key 'phases[0].run'",
+        ),
+        ("plan.json", '{"phases": [{"id": "a",\n "id": "b"}]}', ":2: duplicate key 'phases[0].id'"),
+        (
+            "plan.yaml",
+            "phases: []\n---\nphases: []\n",
+            ":2: YAML syntax error: but found another document (expected a single document in "
+            "the stream)",
+        ),
+    ],
+)
+def test_syntax_errors_carry_the_line(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert error_of(native, path).startswith(f"{path}{expected}")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "found"),
+    [
+        (
+            "package.json",
+            '{"name": "x", "version": "1.0.0", "scripts": {}}',
+            "a mapping with keys 'name', 'version', 'scripts'",
+        ),
+        (
+            "docker-compose.yml",
+            "services:\n  web:\n    image: nginx\n",
+            "a mapping with keys 'services'",
+        ),
+        ("plan.yaml", "just a sentence\n", "a string"),
+        ("plan.json", '["a", "b"]', "a list"),
+        ("tasks.json", '{"tasks": []}', "a mapping with keys 'tasks'"),
+    ],
+)
+def test_other_documents_are_not_plans(tmp_path: Path, name: str, text: str, found: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert detected(path) == "native"
+    expected = native.NOT_A_PLAN.format(found=found)
+    assert error_of(native, path) == f"{path}: {expected}"
+
+
+def test_empty_yaml_is_an_empty_plan_error(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("# only a comment\n")
+    assert error_of(native, path) == f"{path}: the plan is empty"
+
+
+def test_native_detection(tmp_path: Path) -> None:
+    no_suffix = write(tmp_path, "Planfile", '{"phases": [{"id": "a"}]}')
+    yaml_no_suffix = write(tmp_path, "plan", "phases:\n  - id: a\n")
+    markdown = write(tmp_path, "plan.md", "phases:\n  - id: a\n")
+    other = write(tmp_path, "notes", '{"name": "x"}')
+    assert native.detect(read_text(no_suffix), no_suffix)
+    assert native.detect(read_text(yaml_no_suffix), yaml_no_suffix)
+    assert not native.detect(read_text(markdown), markdown)
+    assert not native.detect(read_text(other), other)
+
+
+def test_schema_is_valid_and_covers_the_documented_fields() -> None:
+    schema = native.schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert set(schema["properties"]) == {"$schema", "title", "root", "context", "tags", "phases"}
+    assert set(schema["$defs"]["phase"]["properties"]) == {
+        "id", "name", "agent", "model", "blocked_by", "files", "reads", "run", "acceptance",
+        "description", "prompt", "parallel", "timeout", "max_retries", "estimate", "tags",
+        "assumptions", "fallback", "rollback_triggers", "constraints",
+    }  # fmt: skip
+    shipped = REPO / "pytest_maestro" / "plan" / "native.schema.json"
+    assert json.loads(shipped.read_text()) == schema
+
+
+def test_example_native_plans_validate_against_the_schema() -> None:
+    for path in sorted(EXAMPLES.glob("*.y*ml")):
+        data = yaml.safe_load(path.read_text())
+        assert list(Draft202012Validator(native.schema()).iter_errors(data)) == [], path
+
+
+_IDS = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
+_PATHS = st.lists(st.from_regex(r"[a-z]{1,6}/[a-z]{1,6}\.py", fullmatch=True), max_size=3)
+
+
+@st.composite
+def native_plans(draw: st.DrawFn) -> list[dict[str, object]]:
+    ids = draw(st.lists(_IDS, min_size=1, max_size=8, unique=True))
+    phases: list[dict[str, object]] = []
+    for index, phase_id in enumerate(ids):
+        deps = draw(st.lists(st.sampled_from(ids[:index]), unique=True)) if index else []
+        phases.append({"id": phase_id, "blocked_by": deps, "files": draw(_PATHS)})
+    return phases
+
+
+@settings(max_examples=40, deadline=None)
+@given(phases=native_plans(), as_json=st.booleans())
+def test_native_round_trip_keeps_ids_dependencies_files_and_lines(
+    tmp_path_factory: pytest.TempPathFactory, phases: list[dict[str, object]], as_json: bool
+) -> None:
+    directory = tmp_path_factory.mktemp("prop")
+    path = directory / ("plan.json" if as_json else "plan.yaml")
+    dump = (
+        json.dumps({"phases": phases}, indent=2)
+        if as_json
+        else yaml.safe_dump({"phases": phases}, sort_keys=False)
+    )
+    path.write_text(dump)
+    plan = read(native, path)
+    lines = dump.splitlines()
+    for raw, phase in zip(phases, plan.phases, strict=True):
+        assert (phase.id, list(phase.blocked_by), list(phase.files.modify)) == (
+            raw["id"], raw["blocked_by"], raw["files"],
+        )  # fmt: skip
+        assert phase.line is not None
+        id_line = lines[phase.line] if as_json else lines[phase.line - 1]
+        assert json.dumps(raw["id"]) in id_line if as_json else f"id: {raw['id']}" in id_line
+
+
+# --- design-v2 -------------------------------------------------------------------------------
+
+DESIGN = {
+    "schemaVersion": 2,
+    "goal": "Add auth",
+    "context": {
+        "stack": "Next.js + Prisma",
+        "conventions": "ESLint",
+        "testCommand": "npm test",
+        "buildCommand": "npm run build",
+    },
+    "progress": {"completedTasks": [], "surprises": [], "decisions": []},
+    "tasks": [
+        {
+            "subject": "Setup auth module",
+            "description": "Create the module the routes use.",
+            "activeForm": "Setting up auth",
+            "status": "pending",
+            "result": None,
+            "attempts": 0,
+            "blockedBy": [],
+            "metadata": {
+                "type": "implementation",
+                "files": {"create": ["src/auth.ts"], "modify": ["src/app.ts"]},
+                "reads": ["src/config.ts"],
+            },
+            "agent": {
+                "role": "backend engineer",
+                "expertise": "JWT",
+                "model": "sonnet",
+                "approach": "Middleware first.",
+                "priorArt": ["next-auth"],
+                "contextFiles": [{"path": "src/app.ts", "reason": "entry point"}],
+                "assumptions": [
+                    {"claim": "app exists", "verify": "test -f src/app.ts", "severity": "blocking"},
+                    {"claim": "node 18", "verify": "node --version", "severity": "warning"},
+                ],
+                "acceptanceCriteria": [
+                    {"criterion": "Auth tests pass", "check": "npm test -- auth"},
+                    {"criterion": "Reviewed by a human"},
+                ],
+                "rollbackTriggers": ["If X, STOP and return BLOCKED: reason"],
+                "constraints": "no new dependencies",
+                "fallback": "Use session-based auth instead",
+            },
+        },
+        {
+            "subject": "Done before",
+            "status": "completed",
+            "result": "ok",
+            "blockedBy": [0],
+            "metadata": {"files": {"create": [], "modify": ["src/app.ts"]}},
+            "agent": {"role": "reviewer", "model": "haiku"},
+        },
+    ],
+}
+
+
+def test_design_v2_reads_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(DESIGN, indent=2))
+    assert detected(path) == "design-v2"
+    plan = read(design_v2, path)
+    first, second = plan.phases
+    assert (plan.format, plan.title, plan.root) == ("design-v2", "Add auth", None)
+    assert plan.context == (
+        "Goal: Add auth\nProject: Next.js + Prisma.\nConventions: ESLint.\n"
+        "Test: npm test\nBuild: npm run build"
+    )
+    assert (first.id, first.name, first.model, first.tags) == (
+        "0",
+        "Setup auth module",
+        "sonnet",
+        ("implementation",),
+    )
+    assert first.files == Files(create=("src/auth.ts",), modify=("src/app.ts",))
+    assert first.reads == ("src/config.ts",)
+    assert first.acceptance == (
+        Check("Auth tests pass", "npm test -- auth"),
+        Check("Reviewed by a human"),
+    )
+    assert first.assumptions == (
+        Assumption("app exists", "test -f src/app.ts", "blocking"),
+        Assumption("node 18", "node --version", "warning"),
+    )
+    assert first.rollback_triggers == ("If X, STOP and return BLOCKED: reason",)
+    assert first.constraints == ("no new dependencies",)
+    assert first.fallback == "Use session-based auth instead"
+    assert first.description == (
+        "Create the module the routes use.\n\nRole: backend engineer with expertise in JWT\n\n"
+        "Approach: Middleware first.\n\nApply: next-auth\n\n"
+        "Read before implementing:\n- src/app.ts — entry point"
+    )
+    assert first.line == line_of(path, '"subject": "Setup auth module"') - 1
+    # A completed task trimmed by the executor still loads.
+    assert (second.id, second.blocked_by, second.model) == ("1", ("0",), "haiku")
+    assert second.files.modify == ("src/app.ts",) and second.acceptance == ()
+
+
+def test_design_v2_root_is_the_project_of_the_design_directory(tmp_path: Path) -> None:
+    path = tmp_path / ".design" / "plan.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(DESIGN))
+    assert read(design_v2, path).root == ".."
+
+
+def _design(tmp_path: Path, **changes: object) -> Path:
+    data = json.loads(json.dumps(DESIGN))
+    for key, value in changes.items():
+        if key.startswith("task1_"):
+            data["tasks"][1][key.removeprefix("task1_")] = value
+        else:
+            data[key] = value
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"schemaVersion": 3},
+            "schemaVersion 3 is not supported (this reader reads design plans of schemaVersion 2)",
+        ),
+        (
+            {"schemaVersion": "2"},
+            "schemaVersion '2' is not supported (this reader reads design plans of schemaVersion "
+            "2)",
+        ),
+        (
+            {"task1_blockedBy": [5]},
+            "phase '1' blockedBy index 5 is out of range: the plan has 2 tasks (0-1)",
+        ),
+        (
+            {"task1_blockedBy": "0"},
+            "phase '1' field 'blockedBy' must be a list of task indices, got '0'",
+        ),
+        (
+            {"task1_blockedBy": ["0"]},
+            "phase '1' field 'blockedBy[0]' must be a task index (an integer), got '0'",
+        ),
+        (
+            {"task1_blockedBy": [-1]},
+            "phase '1' field 'blockedBy[0]' must be a task index (an integer), got -1",
+        ),
+        ({"task1_subject": 7}, "phase '1' field 'subject' must be a string, got 7"),
+        ({"tasks": []}, "field 'tasks' must not be an empty list"),
+    ],
+)
+def test_design_v2_errors(tmp_path: Path, changes: dict[str, object], expected: str) -> None:
+    path = _design(tmp_path, **changes)
+    message = error_of(design_v2, path)
+    assert message.split(": ", 1)[1] == expected
+    assert message.startswith(f"{path}:")
+
+
+def test_design_v2_error_line_is_the_offending_value(tmp_path: Path) -> None:
+    path = _design(tmp_path, task1_blockedBy=[0, 9])
+    assert error_of(design_v2, path).startswith(f"{path}:{line_of(path, '9')}: phase '1'")
+
+
+def test_design_v2_detection_is_specific(tmp_path: Path) -> None:
+    native_json = write(tmp_path, "a.json", '{"phases": [{"id": "a"}]}')
+    yaml_design = write(tmp_path, "b.yaml", "schemaVersion: 2\ntasks: []\n")
+    assert not design_v2.detect(read_text(native_json), native_json)
+    assert not design_v2.detect(read_text(yaml_design), yaml_design)
+
+
+# --- maestro-json ----------------------------------------------------------------------------
+
+MAESTRO_PHASE = {"name": "Build", "agent": "coder", "parallel": True, "blocked_by": []}
+
+
+def test_maestro_create_session_input(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "session.json",
+        """
+        {
+          "session_id": "s1",
+          "task": "Add auth\\nwith tests",
+          "phases": [
+            {"id": 1, "name": "Foundation", "agent": "architect", "parallel": false,
+             "blocked_by": [], "files": ["src/a.ts"]},
+            {"id": "two", "name": "Review", "agent": "code_reviewer", "parallel": true,
+             "blocked_by": [1], "kind": "review", "files_created": ["r.md"],
+             "files_modified": ["src/a.ts", "src/b.ts"], "files_deleted": ["old.ts"],
+             "extra": "ignored, as Maestro does"}
+          ]
+        }
+        """,
+    )
+    assert detected(path) == "maestro-json"
+    plan = read(maestro_json, path)
+    assert (plan.format, plan.title, plan.context) == (
+        "maestro-json",
+        "Add auth",
+        "Add auth\nwith tests",
+    )
+    assert plan.phases == (
+        Phase(id="1", name="Foundation", line=5, agent="architect", parallel=False,
+              files=Files(modify=("src/a.ts",))),
+        Phase(id="two", name="Review", line=7, agent="code_reviewer", parallel=True,
+              blocked_by=("1",), tags=("review",),
+              files=Files(create=("r.md",), modify=("src/a.ts", "src/b.ts"), delete=("old.ts",))),
+    )  # fmt: skip
+
+
+def test_maestro_bare_list_and_validate_plan_wrapper(tmp_path: Path) -> None:
+    bare = tmp_path / "phases.json"
+    bare.write_text(json.dumps([{"id": 1}, {"id": 2, "blocked_by": [1]}], indent=2))
+    wrapped = tmp_path / "validate.json"
+    wrapped.write_text(
+        json.dumps({"plan": {"phases": [{"id": 1}]}, "task_complexity": "simple"}, indent=2)
+    )
+    assert detected(bare) == detected(wrapped) == "maestro-json"
+    plan = read(maestro_json, bare)
+    assert [(p.id, p.name, p.blocked_by, p.parallel, p.line) for p in plan.phases] == [
+        ("1", "1", (), False, 2),
+        ("2", "2", ("1",), False, 5),
+    ]
+    assert read(maestro_json, wrapped).phases[0].line == 4
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ({"phases": [{"id": 1, **MAESTRO_PHASE}]}, "maestro-json"),
+        ({"phases": [{"id": 1, "agent": "coder"}]}, "native"),  # not all of Maestro's fields
+        ({"phases": [{"id": 1, **MAESTRO_PHASE, "run": "make"}]}, "native"),
+        ({"phases": [{"id": 1, **MAESTRO_PHASE, "files": {"create": ["a"]}}]}, "native"),
+        ({"title": "t", "phases": [{"id": 1, **MAESTRO_PHASE}]}, "native"),
+        ({"task": "t", "phases": [{"id": 1}]}, "maestro-json"),
+        ({"phases": [{"id": 1, "kind": "review"}]}, "maestro-json"),
+        ([{"id": 1, "run": "make"}], "native"),
+        ([], "native"),
+    ],
+)
+def test_maestro_detection_rule(tmp_path: Path, document: object, expected: str) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    assert detected(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"),
+    [
+        ({"name": "x"}, "phase #1 is missing required field 'id'"),
+        (
+            {"id": 0},
+            "phase #1 field 'id' must be a phase id (an integer from 1, or a string), got 0",
+        ),
+        (
+            {"id": 1, "blocked_by": "1"},
+            "phase '1' field 'blocked_by' must be a list or null, got '1'",
+        ),
+        ({"id": 1, "files": [""]}, "phase '1' field 'files[0]' must not be empty"),
+        (
+            {"id": 1, "kind": "deploy"},
+            "phase '1' field 'kind' must be one of 'implementation', 'review', 'revision', "
+            "'verification', null, got 'deploy'",
+        ),
+    ],
+)
+def test_maestro_errors(tmp_path: Path, phase: dict[str, object], expected: str) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps([phase]))
+    assert error_of(maestro_json, path) == f"{path}:1: {expected}"
+
+
+# --- example plans ---------------------------------------------------------------------------
+
+
+def test_example_design_plan_loads_as_a_diamond() -> None:
+    plan = load_plan(EXAMPLES / "design-plan.json")
+    assert plan.format == "design-v2"
+    assert [(p.id, p.blocked_by) for p in plan.phases] == [
+        ("0", ()),
+        ("1", ("0",)),
+        ("2", ("0",)),
+        ("3", ("1", "2")),
+    ]
+    assert all(p.acceptance and p.assumptions and p.rollback_triggers for p in plan.phases)
+
+
+def test_example_maestro_phases_load() -> None:
+    plan = load_plan(EXAMPLES / "maestro-phases.json")
+    assert plan.format == "maestro-json"
+    assert plan.ids == ("1", "2", "3", "4")
+    assert plan.phase("4").blocked_by == ("2", "3")
+    assert plan.phase("2").files.modify == ("tests/test_slug.py",)
+    assert [p.parallel for p in plan.phases] == [False, True, True, False]
+
+
+# --- robustness: any input gives a plan or a PlanError, never another exception ---------------
+
+_KEYS = ["id", "phases", "tasks", "schemaVersion", "blocked_by", "blockedBy", "files", "run"]
+_KEYS += ["acceptance", "agent", "subject", "metadata", "x"]
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(_KEYS), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    document=_JSON_VALUES | st.text(max_size=60),
+    name=st.sampled_from(["plan.json", "plan.yaml", "plan"]),
+)
+def test_readers_raise_only_plan_errors(
+    tmp_path_factory: pytest.TempPathFactory, document: object, name: str
+) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / name
+    if isinstance(document, str) and name != "plan.json":
+        text = document
+    else:
+        text = json.dumps(document) if name.endswith("json") else yaml.safe_dump(document)
+    path.write_text(text)
+    for reader in (native, design_v2, maestro_json):
+        try:
+            plan = reader.read(text, path)
+        except PlanError as error:
+            assert "\n" not in str(error)
+        else:
+            assert plan.phases and all(isinstance(p.id, str) for p in plan.phases)

@@ -1,0 +1,271 @@
+"""Malformed plans end the run with one clear line — file, line, phase — and never a traceback.
+
+Every case is checked twice: through ``load_plan`` (the exact message) and through the pytest
+command line (``--maestro plan --maestro-analyze``: a non-zero exit and the same line).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    name: str  # file name of the plan
+    content: str | bytes
+    message: str  # what follows the plan's path in the error line
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, indent=2)
+
+
+def _design(tasks: list[dict[str, object]], version: object = 2) -> str:
+    return _json({"schemaVersion": version, "goal": "g", "tasks": tasks})
+
+
+CASES = [
+    Case(
+        "yaml-syntax",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: [echo\n  - id: b\n",
+        ":4: YAML syntax error: expected ',' or ']', but got ':' (while parsing a flow sequence)",
+    ),
+    Case(
+        "json-syntax",
+        "plan.json",
+        '{"phases": [\n  {"id": "a"}\n  {"id": "b"}\n]}\n',
+        ":3: JSON syntax error: Expecting ',' delimiter (column 3)",
+    ),
+    Case(
+        "wrong-type",
+        "plan.yaml",
+        "phases:\n  - id: build\n    run: make\n    timeout: ten\n",
+        ":4: phase 'build' field 'timeout' must be a number, got 'ten'",
+    ),
+    Case(
+        "unknown-field",
+        "plan.yaml",
+        "phases:\n  - id: a\n  - id: b\n    blockd_by: [a]\n",
+        ":4: phase 'b' has unknown field 'blockd_by' (did you mean 'blocked_by'?)",
+    ),
+    Case(
+        "unknown-top-level-field",
+        "plan.yaml",
+        "title: t\nphase:\n  - id: a\nphases:\n  - id: b\n",
+        ":2: unknown top-level field 'phase' (did you mean 'phases'?)",
+    ),
+    Case(
+        "missing-id",
+        "plan.yaml",
+        "phases:\n  - id: a\n  - name: Second\n    run: make\n",
+        ":3: phase #2 is missing required field 'id'",
+    ),
+    Case(
+        "cycle",
+        "plan.yaml",
+        "phases:\n  - id: a\n    blocked_by: c\n  - id: b\n    blocked_by: a\n"
+        "  - id: c\n    blocked_by: b\n",
+        ":2: phase 'a' dependency cycle: a -> b -> c -> a",
+    ),
+    Case(
+        "self-dependency",
+        "plan.yaml",
+        "phases:\n  - id: a\n    blocked_by: a\n",
+        ":2: phase 'a' depends on itself",
+    ),
+    Case(
+        "dangling-dependency",
+        "plan.yaml",
+        "phases:\n  - id: a\n  - id: b\n    blocked_by: [a, z]\n",
+        ":3: phase 'b' depends on unknown phase 'z'",
+    ),
+    Case(
+        "duplicate-id",
+        "plan.json",
+        _json({"phases": [{"id": 1}, {"id": "1"}]}),
+        ":6: phase '1' duplicate phase id (first defined at line 3)",
+    ),
+    Case(
+        "absolute-path",
+        "plan.yaml",
+        "phases:\n  - id: a\n    files:\n      create: [/etc/passwd]\n",
+        ":2: phase 'a' file '/etc/passwd' is absolute; plan paths are relative to the project root",
+    ),
+    Case(
+        "dotdot-path",
+        "plan.yaml",
+        "phases:\n  - id: a\n    reads: [../secret.txt]\n",
+        ":2: phase 'a' file '../secret.txt' leaves the project root ('..')",
+    ),
+    Case("empty-document", "plan.yaml", "", ": the plan is empty"),
+    Case(
+        "yaml-scalar",
+        "plan.yaml",
+        "just a sentence, not a plan\n",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
+        "'schemaVersion' (design-v2), found a string",
+    ),
+    Case(
+        "markdown-without-phases",
+        "plan.md",
+        "# Meeting notes\n\nWe talked about the weather.\n",
+        ": no phases found: not a plan in any known format (" + ", ".join(FORMAT_NAMES) + ")",
+    ),
+    Case(
+        "other-json-schema",
+        "package.json",
+        _json({"name": "web", "version": "1.0.0", "scripts": {"test": "jest"}}),
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
+        "'schemaVersion' (design-v2), found a mapping with keys 'name', 'version', 'scripts'",
+    ),
+    Case(
+        "other-yaml-schema",
+        "docker-compose.yml",
+        "services:\n  web:\n    image: nginx\n",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
+        "'schemaVersion' (design-v2), found a mapping with keys 'services'",
+    ),
+    Case(
+        "design-v2-schema-version-3",
+        "plan.json",
+        _design([{"subject": "a"}], version=3),
+        ":2: schemaVersion 3 is not supported (this reader reads design plans of schemaVersion 2)",
+    ),
+    Case(
+        "design-v2-bad-blockedby-index",
+        "plan.json",
+        _design([{"subject": "a"}, {"subject": "b", "blockedBy": [0, 4]}]),
+        ":12: phase '1' blockedBy index 4 is out of range: the plan has 2 tasks (0-1)",
+    ),
+    Case(
+        "design-v2-blockedby-not-a-list",
+        "plan.json",
+        _design([{"subject": "a"}, {"subject": "b", "blockedBy": "0"}]),
+        ":10: phase '1' field 'blockedBy' must be a list of task indices, got '0'",
+    ),
+    Case(
+        "design-v2-no-tasks",
+        "plan.json",
+        _design([]),
+        ":4: field 'tasks' must not be an empty list",
+    ),
+    Case(
+        "not-utf8",
+        "plan.yaml",
+        b"phases:\n  - id: caf\xe9\n",
+        ":2: not UTF-8 text",
+    ),
+    Case(
+        "id-with-colons",
+        "plan.yaml",
+        "phases:\n  - id: a::b\n",
+        ":2: phase 'a::b' invalid phase id: it must be non-empty and contain no '::', '[' or ']'",
+    ),
+    Case(
+        "empty-phases",
+        "plan.yaml",
+        "title: nothing to do\nphases: []\n",
+        ":2: field 'phases' must not be an empty list",
+    ),
+    Case(
+        "phases-not-a-list",
+        "plan.yaml",
+        "phases: build everything\n",
+        ":1: field 'phases' must be a list, got 'build everything'",
+    ),
+    Case(
+        "two-yaml-documents",
+        "plan.yaml",
+        "phases:\n  - id: a\n---\nphases:\n  - id: b\n",
+        ":3: YAML syntax error: but found another document "
+        "(expected a single document in the stream)",
+    ),
+    Case(
+        "duplicate-yaml-key",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: make\n    run: make test\n",
+        ":4: duplicate key 'phases[0].run'",
+    ),
+    Case(
+        "bad-severity",
+        "plan.yaml",
+        "phases:\n  - id: a\n    assumptions:\n      - claim: db up\n        severity: fatal\n",
+        ":5: phase 'a' field 'assumptions[0].severity' must be one of 'blocking', 'warning', "
+        "got 'fatal'",
+    ),
+    Case(
+        "maestro-blocked-by-not-a-list",
+        "phases.json",
+        _json([{"id": 1, "name": "a", "agent": "coder", "parallel": True, "blocked_by": 0}]),
+        ":7: phase '1' field 'blocked_by' must be a list or null, got 0",
+    ),
+    Case(
+        "json-list-of-strings",
+        "plan.json",
+        _json(["build", "test"]),
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
+        "'schemaVersion' (design-v2), found a list",
+    ),
+]
+
+
+def _write(directory: Path, case: Case) -> Path:
+    path = directory / case.name
+    if isinstance(case.content, bytes):
+        path.write_bytes(case.content)
+    else:
+        path.write_text(case.content, encoding="utf-8")
+    return path
+
+
+def test_there_are_at_least_twenty_distinct_cases() -> None:
+    assert len({case.id for case in CASES}) == len(CASES) >= 20
+    assert len({case.content for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_load_plan_gives_the_one_line_error(tmp_path: Path, case: Case) -> None:
+    path = _write(tmp_path, case)
+    with pytest.raises(PlanError) as info:
+        load_plan(path)
+    assert str(info.value) == f"{path}{case.message}"
+    assert "\n" not in str(info.value)
+
+
+def _plugin_args() -> list[str]:
+    """Load the plugin with ``-p`` only when it is not installed as a pytest11 entry point."""
+    installed = any(
+        entry.value == "pytest_maestro.plugin"
+        for entry in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "pytest_maestro.plugin"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_command_line_reports_the_error_without_traceback(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, case: Case
+) -> None:
+    if importlib.util.find_spec("pytest_maestro.plugin") is None:
+        pytest.skip("the pytest plugin is not written yet")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    path = _write(pytester.path, case)
+    result = pytester.runpytest_subprocess(
+        *_plugin_args(), "--maestro", str(path), "--maestro-analyze"
+    )
+    output = result.stdout.str() + "\n" + result.stderr.str()
+    assert result.ret != 0
+    # The plugin may print the path as given or relative to the rootdir; the rest is exact.
+    assert f"{case.name}{case.message}" in output
+    assert "Traceback" not in output

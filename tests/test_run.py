@@ -1,0 +1,294 @@
+"""Running plans sequentially: collection, order, checks, timeouts, retries, skips (black box)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from .helpers import phase, write_plan
+
+
+def test_collects_only_the_plan_with_stable_node_ids(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ordinary="def test_x(): pass")
+    pytester.makeini("[pytest]\ntestpaths = .\n")
+    write_plan(pytester, [phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    result = pytester.runpytest("--maestro", "plan.yaml", "--co", "-q")
+    result.stdout.fnmatch_lines(["plan.yaml::a", "plan.yaml::b", "2 tests collected*"])
+    assert "test_ordinary" not in result.stdout.str()
+    assert result.ret == 0
+
+
+def test_dormant_without_the_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ordinary="def test_x(): pass")
+    write_plan(pytester, [phase("a", "false")])
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_markers_select_with_k_and_m(pytester: pytest.Pytester) -> None:
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "coder.md").write_text(
+        "---\nname: coder\nruntime: shell\n---\nCode."
+    )
+    write_plan(
+        pytester,
+        [
+            phase("alpha", "true", agent="coder"),
+            phase("beta", "true", blocked_by=["alpha"], tags=["docs"]),
+            phase("gamma", "true"),
+        ],
+        tags=["demo"],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "--co", "-q", "-m", "wave_1")
+    result.stdout.fnmatch_lines(["plan.yaml::alpha", "plan.yaml::gamma", "2/3 tests collected*"])
+    result = pytester.runpytest("--maestro", "plan.yaml", "-q", "-m", "coder", "--strict-markers")
+    result.assert_outcomes(passed=1, deselected=2)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--co", "-q", "-m", "docs and demo")
+    result.stdout.fnmatch_lines(["plan.yaml::beta", "1/3 tests collected*"])
+    result = pytester.runpytest("--maestro", "plan.yaml", "--co", "-q", "-k", "not alpha")
+    result.stdout.fnmatch_lines(["plan.yaml::beta", "plan.yaml::gamma", "2/3*"])
+
+
+def test_runs_in_topological_order_critical_path_first(pytester: pytest.Pytester) -> None:
+    log = "echo $MAESTRO_PHASE_ID >> order.txt"
+    write_plan(
+        pytester,
+        [
+            phase("short", log),
+            phase("long1", log, estimate=5),
+            phase("long2", log, blocked_by=["long1"], estimate=5),
+            phase("join", log, blocked_by=["short", "long2"]),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "-v")
+    result.assert_outcomes(passed=4)
+    order = (pytester.path / "order.txt").read_text().split()
+    assert order == ["long1", "long2", "short", "join"]
+
+
+def test_failed_check_report_lists_each_failure(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            phase(
+                "build",
+                "echo built > out.txt",
+                name="Build it",
+                max_retries=0,
+                acceptance=[
+                    {"criterion": "output exists", "check": "test -f out.txt"},
+                    {"criterion": "says hello", "check": "echo looking; grep -q hello out.txt"},
+                    {"criterion": "exits 3", "check": "echo bad >&2; exit 3"},
+                    {"criterion": "prose only, not executed"},
+                ],
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "phase 'build' (Build it) failed after 1 attempt",
+            "attempt 1: check failed: says hello",
+            "    $ echo looking; grep -q hello out.txt",
+            "    exit code 1",
+            "    | looking",
+            "attempt 1: check failed: exits 3",
+            "    $ echo bad >&2; exit 3",
+            "    exit code 3",
+            "    | bad",
+            "log: .maestro/logs/build.log",
+        ]
+    )
+    out = result.stdout.str()
+    assert "check failed: output exists" not in out
+    assert "Traceback" not in out
+
+
+def test_failing_command_shows_its_output(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester, [phase("a", "echo first", "echo oops; exit 4", "echo never", max_retries=0)]
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["attempt 1: command exited 4: echo oops; exit 4", "    | oops"])
+    assert "never" not in (pytester.path / ".maestro" / "logs" / "a.log").read_text().split("$")[-1]
+
+
+def test_missing_created_file_fails(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [phase("a", "true", files={"create": ["made.txt"]}, max_retries=0)],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["attempt 1: declared file 'made.txt' was not created"])
+
+
+def test_unmodified_declared_file_fails_in_git_tree(pytester: pytest.Pytester) -> None:
+    pytester.run("git", "init", "-q")
+    (pytester.path / "kept.txt").write_text("same\n")
+    write_plan(
+        pytester,
+        [
+            phase("a", "true", files={"modify": ["kept.txt"]}, max_retries=0),
+            phase("b", "echo more >> kept.txt", files={"modify": ["kept.txt"]}, blocked_by=["a"]),
+        ],
+    )
+    pytester.run("git", "add", "-A")
+    pytester.run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["attempt 1: declared file 'kept.txt' was not modified"])
+
+
+def test_timeout_kills_the_whole_process_tree(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [phase("slow", "sleep 300 & echo $! > child.pid; sleep 300", timeout=1, max_retries=0)],
+    )
+    started = time.monotonic()
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert time.monotonic() - started < 60
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["attempt 1: timed out after 1s: *"])
+    child = int((pytester.path / "child.pid").read_text())
+    for _ in range(50):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child), "the background child outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited; it only waits for its parent (init here) to reap it.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_retries_with_attempt_number(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [phase("flaky", "echo $MAESTRO_ATTEMPT >> attempts.txt", "test $MAESTRO_ATTEMPT -ge 3")],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-max-retries", "2")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "attempts.txt").read_text().split() == ["1", "2", "3"]
+
+    (pytester.path / "attempts.txt").unlink()
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-max-retries", "1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["phase 'flaky' (flaky) failed after 2 attempts"])
+    assert (pytester.path / "attempts.txt").read_text().split() == ["1", "2"]
+
+
+def test_retry_count_from_environment_and_plan(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_plan(
+        pytester,
+        [
+            phase("env", "echo x >> env.txt", "false"),
+            phase("own", "echo x >> own.txt", "false", max_retries=0),
+        ],
+    )
+    monkeypatch.setenv("MAESTRO_MAX_RETRIES", "1")
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(failed=2)
+    assert len((pytester.path / "env.txt").read_text().split()) == 2
+    assert len((pytester.path / "own.txt").read_text().split()) == 1
+
+
+def test_failure_skips_dependents_transitively_with_reasons(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            phase("a", "false", max_retries=0),
+            phase("b", "touch b.ran", blocked_by=["a"]),
+            phase("c", "touch c.ran", blocked_by=["b"]),
+            phase("d", "touch d.ran"),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "-rs")
+    result.assert_outcomes(failed=1, skipped=2, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED ?1? plan.yaml:*: dependency 'a' failed",
+            "SKIPPED ?1? plan.yaml:*: dependency 'b' was skipped",
+        ]
+    )
+    assert not (pytester.path / "b.ran").exists()
+    assert not (pytester.path / "c.ran").exists()
+    assert (pytester.path / "d.ran").exists()
+
+
+def test_deselected_dependency_skips_dependent(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    result = pytester.runpytest("--maestro", "plan.yaml", "-k", "b", "-rs")
+    result.assert_outcomes(skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*dependency 'a' was not selected and has not completed"])
+
+
+def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "coder.md").write_text("---\nname: coder\n---\nCode.")
+    write_plan(pytester, [phase("a", "true", agent="codr")])
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*plan.yaml:*: phase 'a' names unknown agent 'codr'; available: coder, shell"]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_phase_with_nothing_to_run_is_refused_before_running(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [phase("a", "touch a.ran"), {"id": "b", "blocked_by": ["a"]}])
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: plan.yaml:*: phase 'b' has nothing to run: *"])
+    assert not (pytester.path / "a.ran").exists()
+    pytester.runpytest("--maestro", "plan.yaml", "--co").assert_outcomes()
+    assert pytester.runpytest("--maestro", "plan.yaml", "--maestro-analyze").ret == 0
+
+
+def test_exitfirst_stops_after_first_failure(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [phase("a", "false", max_retries=0), phase("b", "touch b.ran"), phase("c", "touch c.ran")],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "-x")
+    result.assert_outcomes(failed=1)
+    assert not (pytester.path / "b.ran").exists()
+
+
+def test_environment_of_commands(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            phase(
+                "a",
+                'echo "$MAESTRO_PHASE_ID|$MAESTRO_PLAN|$MAESTRO_ROOT|$MAESTRO_ATTEMPT|$PWD" >env',
+            )
+        ],
+    )
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    root = str(pytester.path.resolve())
+    assert (pytester.path / "env").read_text().strip() == (f"a|{root}/plan.yaml|{root}|1|{root}")
+
+
+def test_plan_root_is_relative_to_plan_and_created(pytester: pytest.Pytester) -> None:
+    (pytester.path / "plans").mkdir()
+    (pytester.path / "plans" / "p.yaml").write_text(
+        "root: ../work\nphases:\n  - id: a\n    run: pwd > where.txt\n"
+    )
+    pytester.runpytest("--maestro", "plans/p.yaml").assert_outcomes(passed=1)
+    assert (pytester.path / "work" / "where.txt").read_text().strip() == str(
+        (pytester.path / "work").resolve()
+    )
