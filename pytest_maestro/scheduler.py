@@ -114,36 +114,37 @@ class DependencyScheduling:
     # -- helpers ----------------------------------------------------------------------------
 
     def _start_policy(self) -> Policy:
+        """Report what must not run at all, then hand the rest to the policy."""
         assert self.collection is not None
+        maestro = self.maestro
         selected = [
             nodeid.rsplit("::", 1)[1]
             for nodeid in self.collection
             if not nodeid.endswith("::" + SYNC_NAME)
         ]
-        maestro = self.maestro
         maestro.selected = set(selected)
-        jobs = []
-        for phase_id in selected:
-            phase = maestro.plan.phase(phase_id)
-            jobs.append(
-                Job(
-                    id=phase_id,
-                    deps=frozenset(d for d in phase.blocked_by if d in maestro.selected),
-                    writes=phase.files.writes,
-                    reads=frozenset(phase.reads),
-                    exclusive=not phase.parallel,
-                    duration=maestro.duration(phase),
-                )
-            )
-        workers = len(self.running) or 1
-        limit = maestro.settings.max_concurrent or workers
-        kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
-        policy: Policy = kind(jobs, limit)
-        # Phases that must not run at all are reported here, on the controller.
+        to_run = []
         for phase_id in maestro.topological(selected):
-            if phase_id in policy.pending and maestro.why_not_run(maestro.plan.phase(phase_id)):
-                self._report_not_run(policy, phase_id)
-        return policy
+            if maestro.why_not_run(maestro.plan.phase(phase_id), scheduled=True) is None:
+                to_run.append(phase_id)
+            else:
+                maestro.report_skip(self._nodeid(phase_id), phase_id)
+        jobs = [self._job(phase_id, set(to_run)) for phase_id in to_run]
+        # Idle workers bound what runs; workers still starting up join as they finish collecting.
+        limit = maestro.settings.max_concurrent or max(len(jobs), 1)
+        kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
+        return kind(jobs, limit)
+
+    def _job(self, phase_id: str, to_run: set[str]) -> Job:
+        phase = self.maestro.plan.phase(phase_id)
+        return Job(
+            id=phase_id,
+            deps=frozenset(d for d in phase.blocked_by if d in to_run),
+            writes=phase.files.writes,
+            reads=frozenset(phase.reads),
+            exclusive=not phase.parallel,
+            duration=self.maestro.duration(phase),
+        )
 
     def _finish(self, phase_id: str) -> None:
         assert self.policy is not None
@@ -151,15 +152,6 @@ class DependencyScheduling:
         doomed = [job for job, _ in self.policy.finish(phase_id, ok)]
         for job in self.maestro.topological(doomed):
             self.maestro.report_skip(self._nodeid(job), job)
-
-    def _report_not_run(self, policy: Policy, phase_id: str) -> None:
-        completed = self.maestro.report_skip(self._nodeid(phase_id), phase_id)
-        if completed:
-            policy.start(phase_id)
-            policy.finish(phase_id, True)
-        else:
-            for job, _ in policy.skip(phase_id, phase_id):
-                self.maestro.report_skip(self._nodeid(job), job)
 
     def _nodeid(self, phase_id: str) -> str:
         assert self.collection is not None

@@ -113,7 +113,7 @@ class MaestroSession:
         agent = self.agents.get(phase.agent) if phase.agent else None
         return agent.runtime if agent else "shell"
 
-    def why_not_run(self, phase: Phase) -> str | None:
+    def why_not_run(self, phase: Phase, scheduled: bool = False) -> str | None:
         """Why a phase must not run now, or None. Workers trust the controller to know."""
         if self.on_worker:
             return None
@@ -125,7 +125,8 @@ class MaestroSession:
                 return f"dependency {dep!r} {STATUS_WORDS[status]}"
             if dep not in self.selected:
                 return f"dependency {dep!r} was not selected and has not completed"
-            return f"dependency {dep!r} has not run yet"
+            if not scheduled:  # under -n the scheduler runs it first; in order it already ran
+                return f"dependency {dep!r} has not run yet"
         return None
 
     def run_phase(self, phase: Phase) -> PhaseOutcome:
@@ -150,13 +151,10 @@ class MaestroSession:
         position = {pid: n for n, pid in enumerate(self.plan.ids)}
         return stable_topological(sorted(ids, key=position.__getitem__), self.plan)
 
-    def report_skip(self, nodeid: str, phase_id: str) -> bool:
-        """Report, on the controller, a phase that will not be sent to a worker.
-
-        Returns True when it counts as completed (it was, in an earlier run).
-        """
+    def report_skip(self, nodeid: str, phase_id: str) -> None:
+        """Report, on the controller, a phase that will not be sent to a worker."""
         phase = self.plan.phase(phase_id)
-        reason = self.why_not_run(phase) or "not run"
+        reason = self.why_not_run(phase, scheduled=True) or "not run"
         location = (str(self.plan.path), (phase.line or 1) - 1, f"phase {phase.id}: {phase.name}")
         hook = self.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
@@ -175,7 +173,6 @@ class MaestroSession:
             report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown")
         )
         hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
-        return status == "completed"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:

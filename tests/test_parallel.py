@@ -1,0 +1,193 @@
+"""Real xdist workers: dependencies, file conflicts, idle workers, crashes (DESIGN §5)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import write_plan
+
+# A phase records its start and end (epoch seconds) and its worker's pid around a sleep.
+STAMP = 'echo "$MAESTRO_PHASE_ID {what} $(date +%s.%N) $PPID" >> times.log'
+
+
+def timed(pid: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    run = [STAMP.format(what="start"), f"sleep {seconds}", STAMP.format(what="end")]
+    return {"id": pid, "run": run, **fields}
+
+
+@dataclass(frozen=True)
+class Span:
+    start: float
+    end: float
+    worker: str
+
+
+def spans(root: Path) -> dict[str, Span]:
+    starts: dict[str, tuple[float, str]] = {}
+    ends: dict[str, float] = {}
+    for line in (root / "times.log").read_text().splitlines():
+        pid, what, stamp, worker = line.split()
+        if what == "start":
+            starts[pid] = (float(stamp), worker)
+        else:
+            ends[pid] = float(stamp)
+    return {pid: Span(s, ends[pid], w) for pid, (s, w) in starts.items() if pid in ends}
+
+
+def overlap(a: Span, b: Span) -> bool:
+    return a.start < b.end and b.start < a.end
+
+
+DAG = [
+    timed("a", 0.6, files={"create": ["shared.txt"]}),
+    timed("b", 0.4),
+    timed("c", 0.5, blocked_by=["a"]),
+    timed("d", 0.3, blocked_by=["a"], files={"modify": ["shared.txt"]}),
+    timed("e", 0.4, blocked_by=["b"], reads=["shared.txt"]),
+    timed("f", 0.3, blocked_by=["b"]),
+    timed("g", 0.3, blocked_by=["c", "d"]),
+    timed("h", 0.2, blocked_by=["e", "f"]),
+    timed("i", 0.5),
+    timed("j", 0.2, blocked_by=["g", "h", "i"]),
+]
+
+
+def test_dag_on_three_workers_respects_dependencies_and_files(pytester: pytest.Pytester) -> None:
+    # The "create"/"modify" declarations are checked: let the phases really touch the file.
+    plan = [dict(p) for p in DAG]
+    plan[0]["run"] = [*plan[0]["run"], "echo a > shared.txt"]
+    plan[3]["run"] = [*plan[3]["run"], "echo d >> shared.txt"]
+    write_plan(pytester, plan)
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "3")
+    result.assert_outcomes(passed=len(DAG))
+    times = spans(pytester.path)
+    assert set(times) == {p["id"] for p in DAG}
+    by_id = {p["id"]: p for p in DAG}
+    for pid, span in times.items():
+        for dep in by_id[pid].get("blocked_by", []):
+            assert times[dep].end <= span.start, f"{pid} started before {dep} finished"
+    conflicting = [("a", "d"), ("a", "e"), ("d", "e")]  # write/write, read/write
+    for x, y in conflicting:
+        assert not overlap(times[x], times[y]), f"{x} and {y} overlapped"
+    assert len({s.worker for s in times.values()}) == 3
+    _assert_no_idle_worker(times, by_id, conflicting)
+
+
+def _assert_no_idle_worker(
+    times: dict[str, Span],
+    plan: dict[str, dict[str, Any]],
+    conflicts: list[tuple[str, str]],
+    slack: float = 0.2,
+) -> None:
+    """No worker stayed idle for more than ``slack`` while some phase could have started."""
+    rivals: dict[str, set[str]] = {pid: set() for pid in times}
+    for x, y in conflicts:
+        rivals[x].add(y)
+        rivals[y].add(x)
+    finish = max(s.end for s in times.values())
+    for worker in {s.worker for s in times.values()}:
+        mine = sorted((s for s in times.values() if s.worker == worker), key=lambda s: s.start)
+        gaps = [(a.end, b.start) for a, b in itertools.pairwise(mine)] + [(mine[-1].end, finish)]
+        for idle_from, idle_to in gaps:
+            for pid, span in times.items():
+                ready = max([times[d].end for d in plan[pid].get("blocked_by", [])], default=0.0)
+                waited_from = max(idle_from, ready)
+                probe = waited_from + slack
+                if probe >= min(idle_to, span.start):
+                    continue  # not startable, or not for long, while this worker was idle
+                if any(times[r].start < probe and times[r].end > waited_from for r in rivals[pid]):
+                    continue  # a conflicting phase ran meanwhile
+                raise AssertionError(
+                    f"worker {worker} idle from {idle_from:.2f} while {pid} could start"
+                )
+
+
+def test_chain_on_two_workers_completes_in_order(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [timed("a", 0.1), timed("b", 0.1, blocked_by=["a"]), timed("c", 0.1, blocked_by=["b"])],
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
+    result.assert_outcomes(passed=3)
+    times = spans(pytester.path)
+    assert times["a"].end <= times["b"].start and times["b"].end <= times["c"].start
+
+
+def test_one_phase_on_four_workers_completes(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [timed("only", 0.1)])
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "4")
+    result.assert_outcomes(passed=1)
+    assert set(spans(pytester.path)) == {"only"}
+
+
+def test_exclusive_phase_runs_alone(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [timed("x", 0.3), timed("solo", 0.3, parallel=False), timed("y", 0.3), timed("z", 0.3)],
+    )
+    pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "3").assert_outcomes(passed=4)
+    times = spans(pytester.path)
+    for other in ("x", "y", "z"):
+        assert not overlap(times["solo"], times[other])
+
+
+def test_failure_skips_dependents_on_the_controller(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            {"id": "bad", "run": ["sleep 0.2", "false"], "max_retries": 0},
+            timed("after", 0.1, blocked_by=["bad"]),
+            timed("later", 0.1, blocked_by=["after"]),
+            timed("free", 0.4),
+        ],
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2", "-rs")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED ?1? plan.yaml:*: dependency 'bad' failed",
+            "SKIPPED ?1? plan.yaml:*: dependency 'after' was skipped",
+        ]
+    )
+    assert set(spans(pytester.path)) == {"free"}
+
+
+def test_worker_crash_fails_that_phase_only(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            {"id": "crash", "run": ["sleep 0.3", "kill -9 $PPID"]},
+            timed("needs-crash", 0.1, blocked_by=["crash"]),
+            timed("one", 0.5),
+            timed("two", 0.3, blocked_by=["one"]),
+            timed("three", 0.2, blocked_by=["two"]),
+        ],
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2", "-rs")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*crashed while running*crash*"])
+    assert set(spans(pytester.path)) == {"one", "two", "three"}
+
+
+def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            timed("long", 0.8),
+            timed("short", 0.1),
+            timed("after-short", 0.1, blocked_by=["short"]),
+        ],
+    )
+    args = ("--maestro", "plan.yaml", "-n", "2")
+    pytester.runpytest_subprocess(*args, "--maestro-schedule=waves").assert_outcomes(passed=3)
+    times = spans(pytester.path)
+    assert times["after-short"].start >= times["long"].end  # the barrier
+    (pytester.path / "times.log").unlink()
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
+    times = spans(pytester.path)
+    assert times["after-short"].end <= times["long"].end  # no barrier under dag
