@@ -7,12 +7,15 @@ controller) the session state, and answers the pytest hooks that need them.
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Generator, Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import junit
 from .agents import AgentRegistry
 from .collect import OUTCOME_KEY, PhaseItem, PlanFile, SyncItem, marker_name
 from .plan import Phase, Plan
@@ -192,8 +195,21 @@ class MaestroSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         facts: dict[str, Any] | None = getattr(report, "maestro", None)
-        if facts is not None:
-            self.outcomes[facts["phase"]] = facts["status"]
+        if facts is None:
+            return
+        self.outcomes[facts["phase"]] = facts["status"]
+        phase = self.plan.phase(facts["phase"])
+        facts = {
+            "agent": phase.agent or self.runtime_name(phase),
+            "wave": self.graph.wave(phase.id),
+            **facts,
+        }
+        junit.record_phase(self.config, report, facts)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        if not self.on_worker:
+            junit.record_session(self.config, self.plan, self.outcomes)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         plan = self.plan
@@ -215,17 +231,25 @@ def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | 
     if report.when == "call":
         outcome = item.stash.get(OUTCOME_KEY, None)
         status = outcome.status if outcome else ("completed" if report.passed else "failed")
-        facts: dict[str, Any] = {"phase": item.phase.id, "status": status}
+        facts: dict[str, Any] = {
+            "phase": item.phase.id,
+            "status": status,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        }
         if outcome:
             facts.update(
-                attempts=len(outcome.attempts),
-                started=outcome.started,
-                finished=outcome.finished,
+                attempts=len([a for a in outcome.attempts if a.number]),
+                started=iso_time(outcome.started),
+                finished=iso_time(outcome.finished),
             )
         return facts
     if report.failed:  # an error in setup or teardown
         return {"phase": item.phase.id, "status": "failed"}
     return None
+
+
+def iso_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def stable_topological(ids: list[str], plan: Plan) -> list[str]:
