@@ -1,6 +1,6 @@
 """Plan scale: load, analyse and collect plans of 1,000 and 10,000 phases.
 
-    .venv/bin/python bench/bench_plan_scale.py [--sizes 1000 10000] [--repeat 3]
+    .venv/bin/python bench/bench_plan_scale.py [--sizes 1000 10000] [--repeat 5]
 
 For each size it writes, in a temporary directory, one random DAG as a native JSON plan, as a task
 list and as a superpowers plan (Markdown), then prints the best of ``--repeat`` timings of
@@ -90,7 +90,7 @@ def collect(path: Path, repeat: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sizes = sorted(args.sizes)
     with tempfile.TemporaryDirectory(prefix="maestro-scale-") as tmp:

@@ -7,7 +7,6 @@ controller) the session state, and answers the pytest hooks that need them.
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Generator, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -234,7 +233,7 @@ def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | 
         facts: dict[str, Any] = {
             "phase": item.phase.id,
             "status": status,
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "worker": getattr(item.config, "workerinput", {}).get("workerid", "main"),
         }
         if outcome:
             facts.update(

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_maestro.analysis import FORMATS, analysis_dict, mermaid_id, mermaid_label, render
 from pytest_maestro.plan.graph import PlanGraph
@@ -199,6 +201,16 @@ def test_mermaid_is_well_formed_for_awkward_ids() -> None:
         r"^(flowchart TD|  subgraph wave\d+\[\"Wave \d+\"\]|  end|  classDef .*|  class .*)$"
     )
     assert all(NODE.match(line) or EDGE.match(line) or every_line.match(line) for line in lines)
+
+
+@given(st.lists(st.text(min_size=1), min_size=1, max_size=5, unique=True), st.text())
+def test_mermaid_lines_stay_well_formed_for_any_text(ids: list[str], name: str) -> None:
+    phases = [Phase(id=pid, name=name, blocked_by=tuple(ids[:i])) for i, pid in enumerate(ids)]
+    lines = render(Plan(Path("p.md"), "native", tuple(phases)), "mermaid").splitlines()
+    nodes = [m["id"] for m in map(NODE.match, lines) if m]
+    assert len(nodes) == len(set(nodes)) == len(ids)
+    edges = [m for m in map(EDGE.match, lines) if m]
+    assert len(edges) == len(ids) * (len(ids) - 1) // 2
 
 
 def test_mermaid_labels_escape_quotes_and_markup() -> None:

@@ -439,7 +439,11 @@ def test_native_round_trip_keeps_ids_dependencies_files_and_lines(
         )  # fmt: skip
         assert phase.line is not None
         id_line = lines[phase.line] if as_json else lines[phase.line - 1]
-        assert json.dumps(raw["id"]) in id_line if as_json else f"id: {raw['id']}" in id_line
+        assert (
+            json.dumps(raw["id"]) in id_line
+            if as_json
+            else "id:" in id_line and str(raw["id"]) in id_line
+        )
 
 
 # --- design-v2 -------------------------------------------------------------------------------

@@ -129,9 +129,13 @@ class PlanGraph:
         """Dependencies first; among ready phases, the one written first."""
         return [self.ids[i] for i in self._order]
 
-    def critical_order(self) -> list[str]:
+    def critical_order(self, durations: Mapping[str, float] | None = None) -> list[str]:
         """Dependencies first; among ready phases, the longest remaining path first."""
-        remaining = self._remaining(self._durations)
+        remaining = (
+            self._remaining(self._duration_list(durations))
+            if durations
+            else self._remaining_default
+        )
         return [self.ids[i] for i in self._kahn([(-remaining[i], i) for i in range(len(self.ids))])]
 
     # -- waves ---------------------------------------------------------------------------------

@@ -1,0 +1,44 @@
+"""Session state of one plan: a locked, crash-safe record of every phase's transitions.
+
+Files in the state dir, per plan (``<name>`` is ``<plan stem>-<hash of its path in the root>``):
+
+- ``<name>.md``: the snapshot, Markdown with YAML frontmatter in the shape of Maestro's
+  active-session.md and a readable log with a Mermaid graph (``document``); replaced atomically;
+- ``<name>.journal``: one JSON line per change since the snapshot, appended and fsync'd before
+  ``record`` returns (``journal``); folded into the snapshot at ``close()`` and whenever it outgrows
+  a bound proportional to the plan, so the cost of a transition does not grow with the plan;
+- ``<name>.lock``: a flock the kernel releases when its holder dies; ``<name>.info``: who holds it.
+"""
+
+from __future__ import annotations
+
+from pytest_maestro.state.journal import read_session
+from pytest_maestro.state.lock import SessionBusy, SessionPaths
+from pytest_maestro.state.model import (
+    PhaseError,
+    PhaseState,
+    SessionCorrupt,
+    SessionDoc,
+    StateError,
+    Status,
+    Tokens,
+)
+from pytest_maestro.state.resume import Interrupted, fingerprints
+from pytest_maestro.state.store import InvalidTransition, SessionStore
+
+__all__ = [
+    "Interrupted",
+    "InvalidTransition",
+    "PhaseError",
+    "PhaseState",
+    "SessionBusy",
+    "SessionCorrupt",
+    "SessionDoc",
+    "SessionPaths",
+    "SessionStore",
+    "StateError",
+    "Status",
+    "Tokens",
+    "fingerprints",
+    "read_session",
+]

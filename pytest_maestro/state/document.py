@@ -1,0 +1,292 @@
+"""The session file: Markdown with YAML frontmatter in the shape of Maestro's active-session.md.
+
+Maestro writes JSON between the ``---`` lines; JSON is read first when the block starts with ``{``,
+so Maestro's files load too, with its names (``retry_count``, ``agent``, numeric ids) mapped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from pytest_maestro.state.model import (
+    SESSION_FIELDS,
+    PhaseState,
+    SessionCorrupt,
+    SessionDoc,
+    Status,
+    Tokens,
+    as_time,
+)
+
+# Reading uses libyaml when present. Writing uses the small emitter below: a snapshot of 10,000
+# phases is written in a tenth of libyaml's time, which keeps the pause of a fold short.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Plain (unquoted) strings: words, paths and names that YAML 1.1 cannot read as anything else.
+_PLAIN = re.compile(r"[A-Za-z_][\w./()+-]*(?: [\w./()+-]+)*")
+_RESERVED = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+# What YAML does not allow raw, or reads as a line break, inside a quoted or block scalar.
+_UNPRINTABLE = re.compile(
+    "[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]"
+)
+
+
+def _string(text: str) -> str:
+    if _PLAIN.fullmatch(text) and text.lower() not in _RESERVED:
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)  # JSON strings are YAML double-quoted scalars
+    return _UNPRINTABLE.sub(_escape, quoted)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    # A lone surrogate (undecodable output) has no UTF-8 form and no YAML escape.
+    return "\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}"
+
+
+def _scalar(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[str(value)]
+        text = repr(value)  # YAML 1.1 wants a dot in a float: 1e-05 would read as a string
+        return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
+    if isinstance(value, Mapping | list | tuple):
+        return "{}" if isinstance(value, Mapping) else "[]"
+    return _string(str(value))
+
+
+def _literal(text: str) -> list[str] | None:
+    """``text`` as a ``|`` block (header, then lines), when a block keeps it exactly."""
+    if "\n" not in text or text[0] in " \n" or text.endswith("\n\n") or "\r" in text:
+        return None
+    lines = text.removesuffix("\n").split("\n")
+    if _UNPRINTABLE.search(text) or any(line.isspace() for line in lines):
+        return None
+    return ["|" if text.endswith("\n") else "|-", *lines]
+
+
+def _value(head: str, value: Any, pad: str, out: list[str]) -> None:
+    if isinstance(value, Mapping) and value:
+        out.append(head)
+        _mapping(value, pad + "  ", out)
+    elif isinstance(value, list | tuple) and value:
+        out.append(head)
+        _sequence(value, pad, out)
+    elif isinstance(value, str) and (block := _literal(value)):
+        out.append(f"{head} {block[0]}")
+        out += [f"{pad}  {line}" if line else "" for line in block[1:]]
+    else:
+        out.append(f"{head} {_scalar(value)}")
+
+
+def _mapping(data: Mapping[str, Any], pad: str, out: list[str]) -> None:
+    for key, value in data.items():
+        _value(f"{pad}{_string(str(key))}:", value, pad, out)
+
+
+def _sequence(items: list[Any] | tuple[Any, ...], pad: str, out: list[str]) -> None:
+    for item in items:
+        if isinstance(item, Mapping) and item:
+            start = len(out)
+            _mapping(item, pad + "  ", out)
+            out[start] = f"{pad}- {out[start][len(pad) + 2 :]}"
+        elif isinstance(item, list | tuple) and item:
+            out.append(f"{pad}-")
+            _sequence(item, pad + "  ", out)
+        else:
+            _value(f"{pad}-", item, pad + "  ", out)
+
+
+def dump_yaml(data: Mapping[str, Any]) -> str:
+    """Block-style YAML for JSON-like data (what ``yaml.safe_load`` reads back as equal)."""
+    out: list[str] = []
+    _mapping(data, "", out)
+    return "\n".join(out) + "\n"
+
+
+_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+_OWN_KEYS = frozenset(
+    {"session_id", "task", "plan", "created", "updated", "status", "stop_reason", "current_phase"}
+    | SESSION_FIELDS
+    | {"total_phases", "token_usage", "journal_seq", "phases"}
+)
+
+
+def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "total_input": doc.tokens.input,
+        "total_output": doc.tokens.output,
+        "total_cached": doc.tokens.cached,
+        "by_agent": {agent: t.to_dict() for agent, t in doc.by_agent.items()},
+    }
+    if doc.tokens.cost:
+        usage["total_cost"] = doc.tokens.cost
+    data: dict[str, Any] = {
+        "session_id": doc.session_id,
+        "task": doc.task,
+        "plan": doc.plan,
+        "created": doc.created,
+        "updated": doc.updated,
+        "status": doc.status,
+    }
+    if doc.stop_reason:
+        data["stop_reason"] = doc.stop_reason
+    data.update(
+        execution_mode=doc.execution_mode,
+        execution_backend=doc.execution_backend,
+        current_batch=doc.current_batch,
+        current_phase=doc.current_phase,
+        total_phases=len(doc.phases),
+        token_usage=usage,
+    )
+    data.update(doc.extra)
+    data["journal_seq"] = doc.journal_seq
+    data["phases"] = [p.to_dict() for p in doc.phases.values()]
+    return data
+
+
+def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
+    usage = data.get("token_usage") or {}
+    phases = [PhaseState.from_mapping(raw) for raw in data.get("phases") or ()]
+    current = data.get("current_phase")
+    return SessionDoc(
+        session_id=str(data.get("session_id") or ""),
+        task=str(data.get("task") or ""),
+        plan=str(data.get("plan") or data.get("implementation_plan") or ""),
+        created=as_time(data.get("created")) or "",
+        updated=as_time(data.get("updated")) or "",
+        status=str(data.get("status") or "in_progress"),
+        stop_reason=None if data.get("stop_reason") is None else str(data["stop_reason"]),
+        execution_mode=str(data.get("execution_mode") or "sequential"),
+        execution_backend=str(data.get("execution_backend") or "pytest"),
+        current_batch=data.get("current_batch"),
+        current_phase=None if current is None else str(current),
+        tokens=Tokens(
+            int(usage.get("total_input") or 0),
+            int(usage.get("total_output") or 0),
+            int(usage.get("total_cached") or 0),
+            float(usage.get("total_cost") or 0.0),
+        ),
+        by_agent={str(a): Tokens.from_mapping(t) for a, t in (usage.get("by_agent") or {}).items()},
+        journal_seq=int(data.get("journal_seq") or 0),
+        phases={p.id: p for p in phases},
+        extra={k: v for k, v in data.items() if k not in _OWN_KEYS},
+    )
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())
+
+
+def parse_session(text: str, source: str) -> SessionDoc:
+    match = _FRONTMATTER.match(text)
+    if match is None:
+        raise SessionCorrupt(f"{source}: no frontmatter between '---' lines")
+    block = match.group(1)
+    try:
+        data = json.loads(block) if block.lstrip().startswith("{") else yaml.load(block, _Loader)
+    except (ValueError, yaml.YAMLError) as error:
+        raise SessionCorrupt(
+            f"{source}: frontmatter is not YAML or JSON: {_one_line(error)}"
+        ) from None
+    if not isinstance(data, Mapping):
+        raise SessionCorrupt(f"{source}: frontmatter is not a mapping")
+    try:
+        return from_frontmatter(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise SessionCorrupt(f"{source}: {_one_line(error)}") from None
+
+
+_MARK = {
+    Status.PENDING: "⬜",
+    Status.IN_PROGRESS: "🔄",
+    Status.COMPLETED: "✅",
+    Status.FAILED: "❌",
+    Status.BLOCKED: "⛔",
+    Status.SKIPPED: "⏭",
+}
+
+_STYLE = {
+    Status.PENDING: "fill:#eeeeee,stroke:#999999",
+    Status.IN_PROGRESS: "fill:#fff3c4,stroke:#c9a400",
+    Status.COMPLETED: "fill:#d4f4d2,stroke:#2e8b2e",
+    Status.FAILED: "fill:#f8d0d0,stroke:#c0392b",
+    Status.BLOCKED: "fill:#f4d9b8,stroke:#d35400",
+    Status.SKIPPED: "fill:#e0e0f0,stroke:#7070a0",
+}
+
+
+def render(doc: SessionDoc) -> str:
+    front = dump_yaml(to_frontmatter(doc))
+    return f"---\n{front}---\n\n{render_body(doc)}"
+
+
+def render_body(doc: SessionDoc) -> str:
+    counts = Counter(p.status for p in doc.phases.values())
+    summary = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
+    lines = [
+        f"# {doc.task or doc.plan}: session log",
+        "",
+        f"Plan `{doc.plan}`, session `{doc.session_id}`, status **{doc.status}**, "
+        f"updated {doc.updated}. Phases: {summary or 'none'}.",
+        "",
+    ]
+    if doc.stop_reason:
+        lines += ["## Stopped", "", doc.stop_reason, ""]
+    lines += ["## Plan", "", "```mermaid", *mermaid(doc), "```", "", "## Phases", ""]
+    for phase in doc.phases.values():
+        lines += _phase_section(phase)
+    return "\n".join(lines)
+
+
+def mermaid(doc: SessionDoc) -> list[str]:
+    """``flowchart TD`` of the plan: a node per phase, styled by status, an edge per dependency."""
+    node = {pid: f"p{i}" for i, pid in enumerate(doc.phases)}
+    lines = ["flowchart TD"]
+    for pid, phase in doc.phases.items():
+        label = f"{pid}: {phase.name}".replace('"', "#quot;")
+        lines.append(f'    {node[pid]}["{" ".join(label.split())}"]:::{phase.status.value}')
+    for pid, phase in doc.phases.items():
+        lines += [f"    {node[dep]} --> {node[pid]}" for dep in phase.blocked_by if dep in node]
+    lines += [f"    classDef {status.value} {style}" for status, style in _STYLE.items()]
+    return lines
+
+
+def _phase_section(phase: PhaseState) -> list[str]:
+    facts = [f"attempts {phase.attempts}"] + ([f"worker {phase.worker}"] if phase.worker else [])
+    lines = [
+        f"### Phase {phase.id}: {phase.name} {_MARK[phase.status]}",
+        "",
+        f"- Status: {phase.status.value} ({', '.join(facts)})",
+    ]
+    if phase.started:
+        lines.append(f"- Started {phase.started}, completed {phase.completed or '-'}")
+    for label, files in (
+        ("Created", phase.files_created),
+        ("Modified", phase.files_modified),
+        ("Deleted", phase.files_deleted),
+    ):
+        if files:
+            lines.append(f"- {label}: " + ", ".join(f"`{f}`" for f in files))
+    if phase.tokens != Tokens():
+        t = phase.tokens
+        lines.append(f"- Tokens: {t.input} in, {t.output} out, {t.cached} cached")
+    if phase.result:
+        lines += ["- Result:", *(f"  > {line}" for line in phase.result.splitlines())]
+    for key, value in phase.downstream_context.items():
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        lines.append(f"- {key.replace('_', ' ').capitalize()}: {' '.join(shown.split())}")
+    for e in phase.errors:
+        message = " ".join(e.message.split())
+        lines.append(f"- Error ({e.type}, {e.agent or 'no agent'}, {e.timestamp}): {message}")
+        lines.append(f"  resolution: {e.resolution}")
+    return [*lines, ""]

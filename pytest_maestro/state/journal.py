@@ -1,0 +1,199 @@
+"""Durable writes: atomic snapshot replacement, and the journal of changes since the snapshot.
+
+Each journal line is one JSON object with a ``seq`` above the snapshot's ``journal_seq``; entries at
+or below it are already in the snapshot (a crash between writing the snapshot and emptying the
+journal), and a line a kill cut short is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pytest_maestro.state.document import parse_session
+from pytest_maestro.state.model import (
+    SESSION_FIELDS,
+    PhaseError,
+    PhaseState,
+    SessionCorrupt,
+    SessionDoc,
+    Status,
+    Tokens,
+    now,
+)
+
+
+def fsync_dir(path: Path) -> None:
+    if os.name == "nt":  # Windows cannot open a directory; NTFS journals the rename itself
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: readers see the old file or the new one, never a mix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+# fdatasync flushes the data and the size an append changed, without the rest of the inode.
+_sync_data = getattr(os, "fdatasync", os.fsync)
+
+
+class Journal:
+    """Append-only JSON lines; each append is on disk before it returns."""
+
+    def __init__(self, path: Path) -> None:
+        existed = path.exists()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+        self._fd = os.open(path, flags, 0o644)
+        if not existed:
+            fsync_dir(path.parent)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(entry, separators=(",", ":")) + "\n").encode())
+        while data:
+            data = data[os.write(self._fd, data) :]
+        _sync_data(self._fd)
+
+    def truncate(self) -> None:
+        os.ftruncate(self._fd, 0)
+        _sync_data(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The journal's entries, and how many lines were unreadable (a write torn by a kill)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    entries: list[dict[str, Any]] = []
+    torn = 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            torn += 1
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("seq"), int):
+            entries.append(entry)
+        else:
+            torn += 1
+    return entries, torn
+
+
+def read_session(path: Path) -> SessionDoc:
+    """Read a session file (ours or Maestro's) and replay the journal beside it, if any."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SessionCorrupt(f"{path}: not UTF-8 text") from None
+    doc = parse_session(text, str(path))
+    replay(doc, path.with_suffix(".journal"))
+    return doc
+
+
+def replay(doc: SessionDoc, journal: Path) -> None:
+    """Apply the journal's entries that the snapshot does not hold yet."""
+    for entry in read_journal(journal)[0]:
+        if entry["seq"] > doc.journal_seq:
+            apply_entry(doc, entry)
+
+
+def reset_phase(state: PhaseState, reason: str, at: str) -> PhaseState:
+    """Back to pending; errors and tokens spent stay as history, with the reason appended."""
+    note = PhaseError(
+        state.agents[0] if state.agents else "", at, "reset", reason, "reset to pending"
+    )
+    return PhaseState(
+        id=state.id,
+        name=state.name,
+        agents=state.agents,
+        parallel=state.parallel,
+        blocked_by=state.blocked_by,
+        errors=(*state.errors, note),
+        definition=state.definition,
+        tokens=state.tokens,
+    )
+
+
+def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
+    """Apply one journal entry; entries were validated when they were written."""
+    op, pid, at = entry.get("op"), entry.get("phase"), str(entry.get("at") or now())
+    if op == "record" and pid in doc.phases:
+        _apply_record(doc, doc.phases[pid], entry)
+    elif op == "reset" and pid in doc.phases:
+        doc.phases[pid] = reset_phase(doc.phases[pid], str(entry.get("reason") or ""), at)
+    elif op == "stop":
+        doc.status, doc.stop_reason = "stopped", str(entry.get("reason") or "")
+    elif op == "session":
+        for key, value in (entry.get("fields") or {}).items():
+            if key in SESSION_FIELDS:
+                setattr(doc, key, value)
+    doc.updated = at
+    doc.journal_seq = max(doc.journal_seq, int(entry["seq"]))
+
+
+_NEW_RUN: dict[str, Any] = {
+    "completed": None,
+    "result": None,
+    "worker": None,
+    "files_created": (),
+    "files_modified": (),
+    "files_deleted": (),
+}
+
+
+def _apply_record(doc: SessionDoc, old: PhaseState, entry: Mapping[str, Any]) -> None:
+    facts: Mapping[str, Any] = entry.get("facts") or {}
+    status = Status(entry["status"])
+    changes: dict[str, Any] = {"status": status}
+    if status is Status.IN_PROGRESS and old.status is not Status.IN_PROGRESS:
+        # A new run of the phase: what the last run produced no longer describes it.
+        changes.update(_NEW_RUN, downstream_context={})
+        doc.current_phase = old.id
+    for key in ("started", "completed", "worker", "result", "attempts"):
+        if key in facts:
+            changes[key] = facts[key]
+    for key in ("files_created", "files_modified", "files_deleted"):
+        if key in facts:
+            known = changes.get(key, getattr(old, key))
+            changes[key] = tuple(dict.fromkeys((*known, *facts[key])))
+    if "errors" in facts:
+        changes["errors"] = old.errors + tuple(PhaseError.from_mapping(e) for e in facts["errors"])
+    if "downstream_context" in facts:
+        changes["downstream_context"] = dict(facts["downstream_context"])
+    agent = facts.get("agent")
+    if agent and agent not in old.agents:
+        changes["agents"] = (*old.agents, agent)
+    if "tokens" in facts:
+        spent = Tokens.from_mapping(facts["tokens"])
+        who = agent or (old.agents[0] if old.agents else "default")
+        changes["tokens"] = old.tokens + spent
+        doc.tokens += spent
+        doc.by_agent[who] = doc.by_agent.get(who, Tokens()) + spent
+    doc.phases[old.id] = replace(old, **changes)

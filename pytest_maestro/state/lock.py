@@ -1,0 +1,110 @@
+"""Where a plan's session lives, who holds it, and where an old one is archived."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import filelock
+
+from pytest_maestro.plan.model import Plan
+from pytest_maestro.state.journal import atomic_write, fsync_dir
+from pytest_maestro.state.model import StateError, now
+
+
+class SessionBusy(StateError):
+    """Another process holds this plan's session."""
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    state_dir: Path
+    name: str
+
+    @classmethod
+    def for_plan(cls, state_dir: Path, plan: Plan, root: Path) -> SessionPaths:
+        rel = plan_relpath(plan, root)
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(rel).stem) or "plan"
+        return cls(state_dir, f"{stem}-{hashlib.sha256(rel.encode()).hexdigest()[:8]}")
+
+    @property
+    def snapshot(self) -> Path:
+        return self.state_dir / f"{self.name}.md"
+
+    @property
+    def journal(self) -> Path:
+        return self.state_dir / f"{self.name}.journal"
+
+    @property
+    def lock(self) -> Path:
+        return self.state_dir / f"{self.name}.lock"
+
+    @property
+    def info(self) -> Path:
+        return self.state_dir / f"{self.name}.info"
+
+    @property
+    def archive(self) -> Path:
+        return self.state_dir / "archive"
+
+
+def plan_relpath(plan: Plan, root: Path) -> str:
+    """The plan's path relative to the project root, with forward slashes."""
+    base = os.path.abspath(root)
+    return Path(os.path.relpath(os.path.join(base, plan.path), base)).as_posix()
+
+
+def prepare_dir(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError), (state_dir / ".gitignore").open("x") as ignore:
+        ignore.write("*\n")
+
+
+def acquire(paths: SessionPaths, plan: str) -> filelock.BaseFileLock:
+    lock = filelock.FileLock(str(paths.lock), timeout=0)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        try:
+            info = json.loads(paths.info.read_text(encoding="utf-8"))
+            holder = f"pid {info['pid']} since {info['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            holder = "pid unknown"
+        raise SessionBusy(f"plan {plan} is already running ({holder})") from None
+    try:
+        atomic_write(paths.info, json.dumps({"pid": os.getpid(), "since": now(), "plan": plan}))
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def release(paths: SessionPaths, lock: filelock.BaseFileLock) -> None:
+    with contextlib.suppress(OSError):
+        paths.info.unlink()
+    lock.release()
+
+
+def archive(paths: SessionPaths) -> Path | None:
+    """Move the session (snapshot and journal) to ``archive/<name>-<timestamp>.*``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    archived = None
+    with contextlib.suppress(FileNotFoundError):
+        if paths.journal.stat().st_size == 0:  # nothing the snapshot does not hold
+            paths.journal.unlink()
+    for source in (paths.snapshot, paths.journal):
+        if source.exists():
+            paths.archive.mkdir(exist_ok=True)
+            target = paths.archive / f"{paths.name}-{stamp}{source.suffix}"
+            os.replace(source, target)
+            archived = archived or target
+    if archived is not None:
+        fsync_dir(paths.archive)
+        fsync_dir(paths.state_dir)
+    return archived

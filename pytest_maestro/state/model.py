@@ -1,0 +1,215 @@
+"""The values of a session: phase states, errors, tokens, the whole session document."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+SESSION_FIELDS = frozenset({"execution_mode", "execution_backend", "current_batch"})
+SESSION_STATUSES = frozenset({"in_progress", "completed", "failed", "stopped"})
+
+
+class StateError(Exception):
+    """A session state problem a user can act on; ``str()`` is the one line they read."""
+
+
+class SessionCorrupt(StateError):
+    """A session file that cannot be read."""
+
+
+class Status(str, Enum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_STATUS_VALUES = frozenset(s.value for s in Status)
+
+
+def format_time(moment: datetime) -> str:
+    """ISO 8601 in UTC with microseconds: phases finish within the same second."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def now() -> str:
+    return format_time(datetime.now(timezone.utc))
+
+
+def as_time(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    # YAML turns unquoted timestamps (a hand-edited file) into datetime objects.
+    return format_time(value) if isinstance(value, datetime) else str(value)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
+            self.input + other.input,
+            self.output + other.output,
+            self.cached + other.cached,
+            self.cost + other.cost,
+        )
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Tokens:
+        raw = raw or {}
+        return cls(
+            int(raw.get("input") or 0),
+            int(raw.get("output") or 0),
+            int(raw.get("cached") or 0),
+            float(raw.get("cost") or 0.0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"input": self.input, "output": self.output, "cached": self.cached}
+        if self.cost:
+            data["cost"] = self.cost
+        return data
+
+
+@dataclass(frozen=True)
+class PhaseError:
+    agent: str
+    timestamp: str
+    type: str
+    message: str
+    resolution: str = "pending"
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PhaseError:
+        return cls(
+            agent=str(raw.get("agent") or ""),
+            timestamp=as_time(raw.get("timestamp")) or "",
+            type=str(raw.get("type") or "error"),
+            message=str(raw.get("message") or ""),
+            resolution=str(raw.get("resolution") or "pending"),
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "agent": self.agent,
+            "timestamp": self.timestamp,
+            "type": self.type,
+            "message": self.message,
+            "resolution": self.resolution,
+        }
+
+
+@dataclass(frozen=True)
+class PhaseState:
+    """What the session knows of one phase. ``definition`` is the phase's fingerprint."""
+
+    id: str
+    name: str
+    status: Status = Status.PENDING
+    agents: tuple[str, ...] = ()
+    parallel: bool = True
+    blocked_by: tuple[str, ...] = ()
+    started: str | None = None
+    completed: str | None = None
+    attempts: int = 0
+    files_created: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    files_deleted: tuple[str, ...] = ()
+    downstream_context: Mapping[str, Any] = field(default_factory=dict)
+    errors: tuple[PhaseError, ...] = ()
+    result: str | None = None
+    worker: str | None = None
+    definition: str | None = None
+    tokens: Tokens = Tokens()
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PhaseState:
+        pid = str(raw["id"])  # Maestro numbers its phases
+        status = str(raw.get("status") or "pending")
+        if status not in _STATUS_VALUES:
+            raise ValueError(f"phase {pid!r} has unknown status {status!r}")
+        started = as_time(raw.get("started"))
+        attempts = raw.get("attempts")
+        if attempts is None:  # Maestro counts retries, not attempts
+            attempts = int(raw.get("retry_count") or 0) + 1 if started else 0
+        agents = raw.get("agents")
+        if agents is None:
+            agents = [raw["agent"]] if raw.get("agent") else []
+        context = raw.get("downstream_context") or {}
+        return cls(
+            id=pid,
+            name=str(raw.get("name") or pid),
+            status=Status(status),
+            agents=tuple(str(a) for a in agents),
+            parallel=bool(raw.get("parallel", True)),
+            blocked_by=tuple(str(d) for d in raw.get("blocked_by") or ()),
+            started=started,
+            completed=as_time(raw.get("completed")),
+            attempts=int(attempts),
+            files_created=tuple(str(f) for f in raw.get("files_created") or ()),
+            files_modified=tuple(str(f) for f in raw.get("files_modified") or ()),
+            files_deleted=tuple(str(f) for f in raw.get("files_deleted") or ()),
+            downstream_context=dict(context) if isinstance(context, Mapping) else {"text": context},
+            errors=tuple(PhaseError.from_mapping(e) for e in raw.get("errors") or ()),
+            result=None if raw.get("result") is None else str(raw["result"]),
+            worker=None if raw.get("worker") is None else str(raw["worker"]),
+            definition=None if raw.get("definition") is None else str(raw["definition"]),
+            tokens=Tokens.from_mapping(raw.get("tokens")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status.value,
+            "agents": list(self.agents),
+            "parallel": self.parallel,
+            "blocked_by": list(self.blocked_by),
+            "started": self.started,
+            "completed": self.completed,
+            "attempts": self.attempts,
+            "retry_count": max(self.attempts - 1, 0),  # Maestro's name for the same count
+            "files_created": list(self.files_created),
+            "files_modified": list(self.files_modified),
+            "files_deleted": list(self.files_deleted),
+            "downstream_context": dict(self.downstream_context),
+            "errors": [e.to_dict() for e in self.errors],
+            "result": self.result,
+            "worker": self.worker,
+            "definition": self.definition,
+            "tokens": self.tokens.to_dict(),
+        }
+
+
+@dataclass
+class SessionDoc:
+    """The whole session: mutable, owned by the one process that holds the lock."""
+
+    session_id: str
+    task: str
+    plan: str
+    created: str
+    updated: str
+    status: str = "in_progress"
+    stop_reason: str | None = None
+    execution_mode: str = "sequential"
+    execution_backend: str = "pytest"
+    current_batch: str | int | None = None
+    current_phase: str | None = None
+    tokens: Tokens = Tokens()
+    by_agent: dict[str, Tokens] = field(default_factory=dict)
+    journal_seq: int = 0
+    phases: dict[str, PhaseState] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # other tools' fields, kept as they were

@@ -1,0 +1,104 @@
+"""Resuming a session: which recorded phases still describe the plan, which must run again."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_maestro.plan.model import Files, Phase, Plan
+from pytest_maestro.state.journal import read_session, replay, reset_phase
+from pytest_maestro.state.lock import SessionPaths
+from pytest_maestro.state.model import PhaseState, SessionDoc, Status, now
+
+# Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
+_NOT_DEFINITION = frozenset({"line", "estimate", "timeout", "max_retries", "parallel", "tags"})
+INTERRUPTED = "the run that started this phase ended before it finished"
+CHANGED = "the phase's definition, or one of its dependencies', changed"
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A phase a killed run left in progress; its declared files may be half written."""
+
+    id: str
+    files: Files
+
+
+def _own_fingerprint(phase: Phase) -> str:
+    fields = {}
+    for f in dataclasses.fields(phase):
+        value = getattr(phase, f.name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        # Default values are left out so that a field added to Phase later changes no fingerprint.
+        if f.name not in _NOT_DEFINITION and value != default:
+            fields[f.name] = value
+    text = json.dumps(fields, sort_keys=True, default=lambda v: dataclasses.asdict(v))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fingerprints(plan: Plan) -> dict[str, str]:
+    """Each phase's definition hash, combined with its dependencies' fingerprints (transitively)."""
+    by_id = {p.id: p for p in plan.phases}
+    done: dict[str, str] = {}
+    for start in by_id:
+        stack, on_path = [(start, False)], set()
+        while stack:  # iterative post-order: a 10,000-phase chain is deeper than Python's stack
+            pid, deps_done = stack.pop()
+            if pid in done:
+                continue
+            if deps_done:
+                on_path.discard(pid)
+                deps = ",".join(f"{d}={done.get(d, '?')}" for d in sorted(by_id[pid].blocked_by))
+                own = _own_fingerprint(by_id[pid])
+                done[pid] = hashlib.sha256(f"{own}|{deps}".encode()).hexdigest()[:16]
+                continue
+            if pid in on_path:
+                raise ValueError(f"dependency cycle through phase {pid!r}")
+            on_path.add(pid)
+            stack.append((pid, True))
+            stack += [(d, False) for d in by_id[pid].blocked_by if d in by_id and d not in done]
+    return done
+
+
+def load(paths: SessionPaths, plan: Plan, rel: str) -> SessionDoc:
+    """The snapshot (or a new session) with the journal replayed; a torn last line is skipped."""
+    if paths.snapshot.exists():
+        return read_session(paths.snapshot)
+    at, task = now(), plan.title or Path(rel).stem
+    slug = re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-")[:48] or "plan"
+    doc = SessionDoc(session_id=f"{at[:10]}-{slug}", task=task, plan=rel, created=at, updated=at)
+    doc.phases = {p.id: PhaseState(p.id, p.name) for p in plan.phases}
+    replay(doc, paths.journal)  # a journal whose snapshot was lost still counts
+    return doc
+
+
+def reconcile(doc: SessionDoc, plan: Plan) -> tuple[list[Interrupted], list[str]]:
+    """Fit the session to the plan: reset phases a killed run left and phases that changed."""
+    prints, at = fingerprints(plan), now()
+    interrupted: list[Interrupted] = []
+    changed: list[str] = []
+    phases: dict[str, PhaseState] = {}
+    for phase in plan.phases:
+        agents = (phase.agent,) if phase.agent else ()
+        old = doc.phases.get(phase.id) or PhaseState(phase.id, phase.name)
+        state = replace(
+            old,
+            name=phase.name,
+            agents=tuple(dict.fromkeys((*agents, *old.agents))),
+            parallel=phase.parallel,
+            blocked_by=phase.blocked_by,
+        )
+        if old.status is Status.IN_PROGRESS:
+            interrupted.append(Interrupted(phase.id, phase.files))
+            state = reset_phase(state, INTERRUPTED, at)
+        elif old.status is not Status.PENDING and old.definition not in (None, prints[phase.id]):
+            # A session without fingerprints (Maestro's) is taken as it is.
+            changed.append(phase.id)
+            state = reset_phase(state, CHANGED, at)
+        phases[phase.id] = replace(state, definition=prints[phase.id])
+    doc.phases = phases
+    return interrupted, changed

@@ -1,0 +1,326 @@
+"""SessionStore: the phase state machine over a locked, journaled session file."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import filelock
+
+from pytest_maestro.plan.model import Plan
+from pytest_maestro.state.document import render
+from pytest_maestro.state.journal import Journal, apply_entry, atomic_write
+from pytest_maestro.state.lock import (
+    SessionPaths,
+    acquire,
+    archive,
+    plan_relpath,
+    prepare_dir,
+    release,
+)
+from pytest_maestro.state.model import (
+    SESSION_FIELDS,
+    SESSION_STATUSES,
+    PhaseError,
+    PhaseState,
+    SessionDoc,
+    StateError,
+    Status,
+    Tokens,
+    as_time,
+    now,
+)
+from pytest_maestro.state.resume import CHANGED, Interrupted, load, reconcile
+
+# The journal is folded into the snapshot past this many entries per phase (and at least
+# _MIN_JOURNAL): a snapshot costs O(phases), so its share of each transition stays constant.
+_JOURNAL_PER_PHASE = 4
+_MIN_JOURNAL = 2048
+
+_NEXT: dict[Status, frozenset[Status]] = {
+    Status.PENDING: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
+    Status.IN_PROGRESS: frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED}),
+    Status.COMPLETED: frozenset(),  # only reset() leaves it: the phase's definition changed
+    # A rerun starts the phase again, or skips it again while a dependency still fails.
+    Status.FAILED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
+    Status.BLOCKED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
+    Status.SKIPPED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
+}
+
+_FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
+_FILE_FACTS = ("files_created", "files_modified", "files_deleted")
+_TEXT_FACTS = ("worker", "result", "agent")
+_FACTS = frozenset(
+    {"started", "completed", "attempts", "errors", "tokens", "downstream_context"}
+    | set(_FILE_FACTS)
+    | set(_TEXT_FACTS)
+)
+
+
+class InvalidTransition(ValueError):
+    """A transition the phase state machine does not allow: a bug in the caller."""
+
+    def __init__(self, phase_id: str, old: Status, new: Status) -> None:
+        super().__init__(
+            f"phase {phase_id!r}: {old.value} -> {new.value} is not a valid transition"
+        )
+
+
+def _status(value: Status | str) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        known = ", ".join(s.value for s in Status)
+        raise ValueError(f"unknown phase status {value!r}; expected one of {known}") from None
+
+
+def _clean_fact(key: str, value: Any, at: str, agent: str) -> Any:
+    """A fact as the journal stores it: plain JSON."""
+    if key in ("started", "completed"):
+        return as_time(value)
+    if key == "attempts":
+        return int(value)
+    if key in _TEXT_FACTS:
+        return None if value is None else str(value)
+    if key in _FILE_FACTS:
+        return [value] if isinstance(value, str) else [str(f) for f in value]
+    if key == "errors":
+        errors = [e if isinstance(e, PhaseError) else PhaseError.from_mapping(e) for e in value]
+        return [
+            replace(e, timestamp=e.timestamp or at, agent=e.agent or agent).to_dict()
+            for e in errors
+        ]
+    if key == "tokens":
+        return (value if isinstance(value, Tokens) else Tokens.from_mapping(value)).to_dict()
+    return dict(value)  # downstream_context
+
+
+def _clean_facts(facts: dict[str, Any], at: str, phase: PhaseState) -> dict[str, Any]:
+    """Facts as the journal stores them; errors default to now and to the phase's agent."""
+    unknown = facts.keys() - _FACTS
+    if unknown:
+        raise TypeError(f"unknown facts {sorted(unknown)}; expected some of {sorted(_FACTS)}")
+    agent = str(facts.get("agent") or (phase.agents[0] if phase.agents else ""))
+    return {key: _clean_fact(key, value, at, agent) for key, value in facts.items()}
+
+
+class SessionStore:
+    """The session of one plan, held by one process. Every write is on disk when it returns."""
+
+    def __init__(
+        self,
+        paths: SessionPaths,
+        doc: SessionDoc,
+        lock: filelock.BaseFileLock,
+        journal: Journal,
+        *,
+        interrupted: tuple[Interrupted, ...] = (),
+        changed: tuple[str, ...] = (),
+        archived: Path | None = None,
+    ) -> None:
+        self.paths = paths
+        self.interrupted = interrupted  # left in progress by a killed run, now pending
+        self.changed = changed  # completed before, definition changed since, now pending
+        self.archived = archived  # where ``fresh`` moved the old session
+        self._doc = doc
+        self._lock = lock
+        self._journal = journal
+        self._unfolded = 0  # journal entries since the last snapshot
+        self._closed = False
+        done = (p for p in doc.phases.values() if p.status is Status.COMPLETED)
+        self._earlier = {p.id: p.completed or doc.updated for p in done}
+
+    @classmethod
+    def open(cls, state_dir: Path, plan: Plan, root: Path, *, fresh: bool = False) -> SessionStore:
+        """Lock and load the plan's session (or start one); SessionBusy if another process has it.
+
+        ``state_dir`` is absolute and inside ``root``; a relative ``plan.path`` is relative to
+        ``root``. ``fresh`` archives the old session first. Otherwise the session resumes: phases
+        a killed run left in progress are reset (``interrupted``), and so are completed phases
+        whose definition or dependencies changed (``changed``).
+        """
+        rel = plan_relpath(plan, root)
+        paths = SessionPaths.for_plan(state_dir, plan, root)
+        try:
+            prepare_dir(state_dir)
+            lock = acquire(paths, rel)
+        except OSError as error:
+            raise StateError(f"cannot use state dir {state_dir}: {error}") from None
+        try:
+            return cls._resume(paths, plan, rel, lock, fresh)
+        except OSError as error:
+            release(paths, lock)
+            raise StateError(f"cannot use session {paths.snapshot}: {error}") from None
+        except BaseException:
+            release(paths, lock)
+            raise
+
+    @classmethod
+    def _resume(
+        cls, paths: SessionPaths, plan: Plan, rel: str, lock: filelock.BaseFileLock, fresh: bool
+    ) -> SessionStore:
+        archived = archive(paths) if fresh else None
+        for stale in paths.state_dir.glob(f".{paths.name}.*.tmp"):  # a write a crash cut short
+            stale.unlink()
+        doc = load(paths, plan, rel)
+        interrupted, changed = reconcile(doc, plan)
+        doc.task, doc.plan = plan.title or doc.task or Path(rel).stem, rel
+        doc.status, doc.stop_reason, doc.updated = "in_progress", None, now()
+        journal = Journal(paths.journal)
+        store = cls(
+            paths,
+            doc,
+            lock,
+            journal,
+            interrupted=tuple(interrupted),
+            changed=tuple(changed),
+            archived=archived,
+        )
+        try:
+            store._fold()  # the resets above, and an empty journal without a torn tail
+        except BaseException:
+            journal.close()
+            raise
+        return store
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.paths.snapshot
+
+    @property
+    def session_id(self) -> str:
+        return self._doc.session_id
+
+    @property
+    def status(self) -> str:
+        return self._doc.status
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._doc.stop_reason
+
+    @property
+    def token_usage(self) -> tuple[Tokens, dict[str, Tokens]]:
+        """Session totals and totals by agent."""
+        return self._doc.tokens, dict(self._doc.by_agent)
+
+    def phase(self, phase_id: str) -> PhaseState:
+        try:
+            return self._doc.phases[phase_id]
+        except KeyError:
+            raise KeyError(f"phase {phase_id!r} is not in plan {self._doc.plan}") from None
+
+    def phases(self) -> tuple[PhaseState, ...]:
+        return tuple(self._doc.phases.values())
+
+    def last_status(self, phase_id: str) -> Status:
+        return self.phase(phase_id).status
+
+    def completed_earlier(self, phase_id: str) -> str | None:
+        """When the phase completed in an earlier run, if it did and its definition is unchanged."""
+        if self.phase(phase_id).status is not Status.COMPLETED:
+            return None
+        return self._earlier.get(phase_id)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def record(self, phase_id: str, status: Status | str, **facts: Any) -> PhaseState:
+        """Move a phase to ``status`` with the facts of that move; on disk when it returns.
+
+        Facts: started, completed (ISO 8601 or datetime; filled in when omitted), attempts, worker,
+        result, agent, errors (appended), files_created/modified/deleted (merged), tokens (added),
+        downstream_context.
+        """
+        old, new = self.phase(phase_id), _status(status)
+        if new not in _NEXT[old.status]:
+            raise InvalidTransition(phase_id, old.status, new)
+        at = now()
+        if new is Status.IN_PROGRESS:
+            facts.setdefault("started", at)
+        elif new in _FINISHED:
+            facts.setdefault("completed", at)
+        clean = _clean_facts(facts, at, old)
+        self._write({"op": "record", "phase": phase_id, "status": new.value, "facts": clean}, at)
+        return self._doc.phases[phase_id]
+
+    def note(self, phase_id: str, **facts: Any) -> PhaseState:
+        """Record facts (tokens of an attempt, an error) without moving the phase."""
+        old, at = self.phase(phase_id), now()
+        clean = _clean_facts(facts, at, old)
+        change = {"op": "record", "phase": phase_id, "status": old.status.value, "facts": clean}
+        self._write(change, at)
+        return self._doc.phases[phase_id]
+
+    def reset(self, phase_id: str, reason: str = CHANGED) -> PhaseState:
+        """Back to pending from any state: the definition changed, or a killed run left it."""
+        self.phase(phase_id)
+        self._write({"op": "reset", "phase": phase_id, "reason": reason}, now())
+        self._earlier.pop(phase_id, None)
+        return self._doc.phases[phase_id]
+
+    def stop(self, reason: str) -> None:
+        """The circuit breaker stopped the session: status ``stopped``, with the reason."""
+        self._write({"op": "stop", "reason": reason}, now())
+
+    def set_session(self, **fields: Any) -> None:
+        """Set execution_mode (parallel|sequential), execution_backend or current_batch."""
+        unknown = fields.keys() - SESSION_FIELDS
+        if unknown:
+            raise TypeError(f"unknown session fields {sorted(unknown)}")
+        if fields.get("execution_mode", "parallel") not in ("parallel", "sequential"):
+            raise ValueError(f"execution_mode {fields['execution_mode']!r}: parallel or sequential")
+        self._write({"op": "session", "fields": fields}, now())
+
+    def close(self, status: str | None = None) -> None:
+        """Fold the journal into the snapshot with the session's final status, and unlock."""
+        if self._closed:
+            return
+        try:
+            final = status or self._final_status()
+            if final not in SESSION_STATUSES:
+                raise ValueError(f"session status {final!r}: one of {sorted(SESSION_STATUSES)}")
+            self._doc.status, self._doc.updated = final, now()
+            self._fold()
+        finally:
+            self._closed = True
+            self._journal.close()
+            release(self.paths, self._lock)
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _final_status(self) -> str:
+        statuses = {p.status for p in self._doc.phases.values()}
+        if self._doc.status == "stopped":
+            return "stopped"
+        if statuses <= {Status.COMPLETED}:
+            return "completed"
+        return "failed" if statuses & {Status.FAILED, Status.BLOCKED} else "in_progress"
+
+    def _write(self, change: dict[str, Any], at: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"session {self.paths.snapshot} is closed")
+        entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
+        self._journal.append(entry)  # on disk before the state in memory (or any report) moves
+        apply_entry(self._doc, entry)
+        self._unfolded += 1
+        if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
+            self._fold()
+
+    def _fold(self) -> None:
+        """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
+        atomic_write(self.paths.snapshot, render(self._doc))
+        self._journal.truncate()
+        self._unfolded = 0
