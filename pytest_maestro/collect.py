@@ -62,6 +62,7 @@ class PhaseItem(pytest.Item):
             raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
+        self.maestro.phase_started(self.phase)
         outcome = self.maestro.run_phase(self.phase)
         self.stash[OUTCOME_KEY] = outcome
         if not outcome.ok:

@@ -93,3 +93,25 @@ def _git_status(root: Path, path: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def restore_from_git(root: Path, paths: tuple[str, ...]) -> list[str]:
+    """Put back, from git's index, the files git knows; returns those it restored.
+
+    Used for the declared files of a phase a killed run left half-done. Files git does not know
+    are left alone: their earlier content (if any) is unknown, and they may be the user's.
+    """
+    restored = []
+    for path in paths:
+        known = _git(root, "ls-files", "--error-unmatch", "--", path)
+        if known and _git(root, "checkout", "--", path):
+            restored.append(path)
+    return restored
+
+
+def _git(root: Path, *args: str) -> bool:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

@@ -73,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = Settings.from_config(config)
         plan = load_plan(settings.plan, settings.format)
         root = project_root(config, settings.root, plan.root, plan.path)
+        state_dir_inside(root, settings.state_dir)
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
     session = MaestroSession(config, settings, plan, root)
@@ -86,6 +87,15 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def state_dir_inside(root: Path, state_dir: str) -> None:
+    """The session state belongs to the project: refuse a state dir that leaves its root."""
+    resolved = (root / state_dir).resolve()
+    if not resolved.is_relative_to(root):
+        raise SettingsError(
+            f"state dir {state_dir!r} resolves to {resolved}, outside the project root {root}"
+        )
 
 
 def project_root(

@@ -1,15 +1,15 @@
 """The pure scheduling core: which phase should start now, given what runs and what finished.
 
 It knows phases only as `Job` values (id, dependencies, file sets, estimated duration). No pytest,
-no processes, no clock: the xdist adapter, the in-process loop and `simulate` drive a `Policy`
-with ``next_job`` / ``start`` / ``finish`` / ``skip``.
+no processes, no clock: the xdist adapter, the in-process loop and `simulation.simulate` drive a
+`Policy` with ``next_job`` / ``start`` / ``finish`` / ``skip``.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -438,88 +438,3 @@ class WavePolicy(_Ledger):
             for c in self._wave_chunks[wave]
         ]
         heapq.heapify(self._idle)
-
-
-@dataclass(frozen=True)
-class Slot:
-    start: float
-    finish: float
-    worker: int
-    ok: bool
-
-
-@dataclass(frozen=True)
-class Schedule:
-    slots: Mapping[str, Slot]  # every job that ran
-    doomed: Mapping[str, str]  # every job that never ran -> the failed job that doomed it
-    makespan: float
-
-
-PolicyFactory = Callable[[Sequence[Job], int], Policy]
-
-
-def simulate(
-    policy: Policy | PolicyFactory,
-    jobs: Sequence[Job],
-    workers: int,
-    startup: float = 0.0,
-    stagger: float = 0.0,
-    failing: Collection[str] = frozenset(),
-    observe: Callable[[float, Policy], None] | None = None,
-) -> Schedule:
-    """Discrete-event run of `jobs` on `workers` workers, each job taking its duration.
-
-    `policy` is a policy over `jobs` or a factory such as `DagPolicy` (called with `workers` as
-    max_running). `startup` is added to every job (agent launch), `stagger` is the least time
-    between two launches, jobs in `failing` finish unsuccessfully, and `observe(time, policy)` is
-    called at every event time after the launches, for checks.
-    """
-    if callable(policy):
-        policy = policy(jobs, workers)
-    durations = {job.id: job.duration for job in jobs}
-    idle = list(range(workers))
-    events: list[tuple[float, int, str, int]] = []  # (finish time, launch number, job, worker)
-    slots: dict[str, Slot] = {}
-    now = next_launch = 0.0
-    while True:
-        while idle and now >= next_launch and (job_id := policy.next_job()) is not None:
-            policy.start(job_id)
-            worker = heapq.heappop(idle)
-            end = now + startup + durations[job_id]
-            slots[job_id] = Slot(now, end, worker, job_id not in failing)
-            heapq.heappush(events, (end, len(slots), job_id, worker))
-            next_launch = now + stagger
-        if observe is not None:
-            observe(now, policy)
-        throttled = idle and now < next_launch and policy.next_job() is not None
-        wakeups = [events[0][0]] if events else []
-        if throttled:
-            wakeups.append(next_launch)
-        if not wakeups:
-            break
-        now = min(wakeups)
-        while events and events[0][0] <= now:
-            _, _, job_id, worker = heapq.heappop(events)
-            heapq.heappush(idle, worker)
-            policy.finish(job_id, slots[job_id].ok)
-    if not policy.done:
-        raise RuntimeError(f"deadlock: {len(policy.pending)} jobs pending, nothing can start")
-    makespan = max((slot.finish for slot in slots.values()), default=0.0)
-    return Schedule(slots, dict(policy.doomed), makespan)
-
-
-def lower_bound(jobs: Sequence[Job], workers: int) -> float:
-    """A time no schedule on `workers` workers can beat.
-
-    The longest dependency chain; exclusive work plus the other work spread evenly (which is at
-    least total work / workers); the work of all jobs writing one file, which never overlap.
-    """
-    graph = _Graph(jobs)
-    chain = max(graph.remaining_paths().values(), default=0.0)
-    alone = sum(job.duration for job in jobs if job.exclusive)
-    shared = sum(job.duration for job in jobs if not job.exclusive)
-    per_file: dict[str, float] = {}
-    for job in jobs:
-        for path in job.writes:
-            per_file[path] = per_file.get(path, 0.0) + job.duration
-    return max(chain, alone + shared / workers, max(per_file.values(), default=0.0))

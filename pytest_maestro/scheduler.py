@@ -109,6 +109,7 @@ class DependencyScheduling:
             self._stagger()
             node = idle.pop(0)
             self.policy.start(job)
+            self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
             self.running[node] = job
             node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
 

@@ -16,17 +16,20 @@ import pytest
 
 from . import junit
 from .agents import AgentRegistry
+from .breaker import breaker_verdict
 from .collect import OUTCOME_KEY, PhaseItem, PlanFile, SyncItem, marker_name
 from .plan import Phase, Plan
 from .plan.graph import PlanGraph
 from .prompt import build_prompt
+from .recorder import EARLIER, Recorder
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
 from .runtimes import get_runtime
 from .settings import Settings
+from .state import StateError
 
 # Why a phase did not run, as the skip reason shows it and the session state records it.
 STATUS_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
-EARLIER = "completed in an earlier run"
+NOT_SELECTED = "was not selected and has not completed"
 DEFAULT_DURATION = 1.0
 
 
@@ -44,6 +47,9 @@ class MaestroSession:
         self.agents = AgentRegistry.load(self._agent_dirs())
         self.plan_path = plan.path.resolve()
         self.durations: dict[str, float] = {}  # measured in earlier runs (pytest's cache)
+        self.recorder: Recorder | None = None  # the session state; only where reports arrive
+        self.pytest_session: pytest.Session | None = None
+        self.skipped_after_failure: set[str] = set()  # node ids, for --lf
 
     # -- collection -------------------------------------------------------------------------
 
@@ -119,6 +125,10 @@ class MaestroSession:
         """Why a phase must not run now, or None. Workers trust the controller to know."""
         if self.on_worker:
             return None
+        if self.recorder is not None:
+            earlier = self.recorder.skip_reason(phase)
+            if earlier:
+                return earlier
         for dep in phase.blocked_by:
             status = self.outcomes.get(dep)
             if status == "completed":
@@ -126,10 +136,17 @@ class MaestroSession:
             if status is not None:
                 return f"dependency {dep!r} {STATUS_WORDS[status]}"
             if dep not in self.selected:
-                return f"dependency {dep!r} was not selected and has not completed"
+                if self.recorder is not None and self.recorder.completed_earlier(dep):
+                    continue
+                return f"dependency {dep!r} {NOT_SELECTED}"
             if not scheduled:  # under -n the scheduler runs it first; in order it already ran
                 return f"dependency {dep!r} has not run yet"
         return None
+
+    def phase_started(self, phase: Phase, worker: str | None = None) -> None:
+        """On disk before the phase starts: a killed run leaves it in progress, to be reset."""
+        if self.recorder is not None:
+            self.recorder.started(phase, phase.agent or self.runtime_name(phase), worker)
 
     def run_phase(self, phase: Phase) -> PhaseOutcome:
         config = RunConfig(
@@ -168,8 +185,7 @@ class MaestroSession:
             (str(self.plan.path), phase.line or 0, f"Skipped: {reason}"),
             "setup",
         )
-        status = "completed" if reason.startswith(EARLIER) else "skipped"
-        setup.maestro = {"phase": phase_id, "status": status}  # type: ignore[attr-defined]
+        setup.maestro = skip_facts(phase_id, reason)  # type: ignore[attr-defined]
         hook.pytest_runtest_logreport(report=setup)
         hook.pytest_runtest_logreport(
             report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown")
@@ -197,6 +213,12 @@ class MaestroSession:
         if facts is None:
             return
         self.outcomes[facts["phase"]] = facts["status"]
+        if facts.get("after_failure"):
+            self.skipped_after_failure.add(report.nodeid)
+        if self.recorder is not None:
+            self.recorder.finished(facts)
+            if facts["status"] in ("failed", "blocked"):
+                self._check_breaker()
         phase = self.plan.phase(facts["phase"])
         facts = {
             "agent": phase.agent or self.runtime_name(phase),
@@ -209,6 +231,45 @@ class MaestroSession:
     def pytest_sessionfinish(self) -> None:
         if not self.on_worker:
             junit.record_session(self.config, self.plan, self.outcomes)
+            self._remember_skipped_after_failure()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Lock and resume the plan's session, where reports arrive and phases really run."""
+        self.pytest_session = session
+        if self.on_worker or self.config.option.collectonly:
+            return
+        try:
+            self.recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
+        except StateError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        parallel = self.config.pluginmanager.get_plugin("dsession") is not None
+        self.recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
+
+    def _remember_skipped_after_failure(self) -> None:
+        """pytest's cache forgets skipped tests, but ``--lf`` must rerun what a failure blocked.
+
+        Runs before the cache plugin's own sessionfinish writes ``cache/lastfailed``.
+        """
+        lfplugin = self.config.pluginmanager.get_plugin("lfplugin")
+        if lfplugin is not None:
+            lfplugin.lastfailed.update(dict.fromkeys(self.skipped_after_failure, True))
+
+    def _check_breaker(self) -> None:
+        reason = breaker_verdict(
+            self.plan, self.selected, self.outcomes, self.settings.circuit_breaker
+        )
+        if reason is None or self.recorder is None:
+            return
+        self.recorder.stop(reason)
+        if self.pytest_session is not None:
+            self.pytest_session.shouldstop = reason
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if dsession is not None and not dsession.shouldstop:
+            dsession.shouldstop = reason
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         plan = self.plan
@@ -223,10 +284,21 @@ class MaestroSession:
                 terminalreporter.line(warning)
 
 
+def skip_facts(phase_id: str, reason: str) -> dict[str, Any]:
+    """A resumed phase counts as completed; one skipped after a failure must rerun with --lf."""
+    return {
+        "phase": phase_id,
+        "status": "completed" if reason.startswith(EARLIER) else "skipped",
+        "reason": reason,
+        "after_failure": reason.startswith("dependency") and NOT_SELECTED not in reason,
+    }
+
+
 def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | None:
     """What the controller must learn from a worker about one phase, or None for no news."""
     if report.when == "setup" and report.skipped:
-        return {"phase": item.phase.id, "status": "skipped"}
+        assert isinstance(report.longrepr, tuple)
+        return skip_facts(item.phase.id, report.longrepr[2].removeprefix("Skipped: "))
     if report.when == "call":
         outcome = item.stash.get(OUTCOME_KEY, None)
         status = outcome.status if outcome else ("completed" if report.passed else "failed")

@@ -146,7 +146,9 @@ def test_failure_skips_dependents_on_the_controller(pytester: pytest.Pytester) -
             timed("free", 0.4),
         ],
     )
-    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2", "-rs")
+    result = pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", "-n", "2", "-rs", "--maestro-circuit-breaker=0"
+    )
     result.assert_outcomes(passed=1, failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
@@ -188,6 +190,6 @@ def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:
     times = spans(pytester.path)
     assert times["after-short"].start >= times["long"].end  # the barrier
     (pytester.path / "times.log").unlink()
-    pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(*args, "--maestro-fresh").assert_outcomes(passed=3)
     times = spans(pytester.path)
     assert times["after-short"].end <= times["long"].end  # no barrier under dag

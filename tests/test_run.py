@@ -184,7 +184,8 @@ def test_retries_with_attempt_number(pytester: pytest.Pytester) -> None:
     assert (pytester.path / "attempts.txt").read_text().split() == ["1", "2", "3"]
 
     (pytester.path / "attempts.txt").unlink()
-    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-max-retries", "1")
+    args = ("--maestro", "plan.yaml", "--maestro-max-retries", "1", "--maestro-fresh")
+    result = pytester.runpytest(*args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["phase 'flaky' (flaky) failed after 2 attempts"])
     assert (pytester.path / "attempts.txt").read_text().split() == ["1", "2"]
@@ -216,7 +217,7 @@ def test_failure_skips_dependents_transitively_with_reasons(pytester: pytest.Pyt
             phase("d", "touch d.ran"),
         ],
     )
-    result = pytester.runpytest("--maestro", "plan.yaml", "-rs")
+    result = pytester.runpytest("--maestro", "plan.yaml", "-rs", "--maestro-circuit-breaker=0")
     result.assert_outcomes(failed=1, skipped=2, passed=1)
     result.stdout.fnmatch_lines(
         [

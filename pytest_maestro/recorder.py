@@ -1,0 +1,71 @@
+"""The controller's side of the session state: what it writes when, and what resuming means.
+
+Only the process that receives every report writes (the controller under xdist, else the one
+process); each transition is on disk before pytest's reporters see it. See ``state/`` for how.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .files import restore_from_git
+from .plan import Phase, Plan
+from .state import SessionStore, Status
+
+EARLIER = "completed in an earlier run"
+
+
+class Recorder:
+    def __init__(self, store: SessionStore, root: Path) -> None:
+        self.store = store
+        self.root = root
+        # Files of phases a killed run left half-done, put back from git before anything runs.
+        self.restored = [
+            path
+            for phase in store.interrupted
+            for path in restore_from_git(root, phase.files.all())
+        ]
+
+    @classmethod
+    def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
+        return cls(SessionStore.open(state_dir, plan, root, fresh=fresh), root)
+
+    def completed_earlier(self, phase_id: str) -> str | None:
+        return self.store.completed_earlier(phase_id)
+
+    def skip_reason(self, phase: Phase) -> str | None:
+        earlier = self.store.completed_earlier(phase.id)
+        return f"{EARLIER} at {earlier}" if earlier else None
+
+    def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
+        facts: dict[str, Any] = {"agent": agent}
+        if worker:
+            facts["worker"] = worker
+        self.store.record(phase.id, Status.IN_PROGRESS, **facts)
+
+    def finished(self, facts: dict[str, Any]) -> None:
+        """Persist what a report says of a phase; a phase completed earlier stays as it was."""
+        phase_id, status = facts["phase"], Status(facts["status"])
+        current = self.store.last_status(phase_id)
+        if status is Status.COMPLETED and current is Status.COMPLETED:
+            return  # resumed: nothing ran
+        if status is Status.SKIPPED:
+            self.store.record(phase_id, status, result=facts.get("reason"))
+            return
+        if current is not Status.IN_PROGRESS:  # an error before the phase could start
+            self.store.record(phase_id, Status.IN_PROGRESS)
+        record: dict[str, Any] = {
+            key: facts[key] for key in ("attempts", "worker", "started") if key in facts
+        }
+        if "finished" in facts:
+            record["completed"] = facts["finished"]
+        if facts.get("result"):
+            record["result"] = facts["result"]
+        self.store.record(phase_id, status, **record)
+
+    def stop(self, reason: str) -> None:
+        self.store.stop(reason)
+
+    def close(self) -> None:
+        self.store.close()
