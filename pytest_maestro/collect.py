@@ -43,7 +43,8 @@ class PlanFile(pytest.File):
                 item.add_marker(marker)
             yield item
         if maestro.on_worker:
-            yield SyncItem.from_parent(self, name=SYNC_NAME)
+            maestro.sync_item = SyncItem.from_parent(self, name=SYNC_NAME)
+            yield maestro.sync_item
 
 
 class PhaseItem(pytest.Item):

@@ -50,6 +50,7 @@ class MaestroSession:
         self.recorder: Recorder | None = None  # the session state; only where reports arrive
         self.pytest_session: pytest.Session | None = None
         self.skipped_after_failure: set[str] = set()  # node ids, for --lf
+        self.sync_item: SyncItem | None = None  # collected on xdist workers only
 
     # -- collection -------------------------------------------------------------------------
 
@@ -92,18 +93,21 @@ class MaestroSession:
             return PlanFile.from_parent(parent, path=file_path)
         return None
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        """Keep whatever order pytest's options chose (``--ff``) where dependencies allow it."""
-        phases = [i for i in items if isinstance(i, PhaseItem)]
-        others = [i for i in items if not isinstance(i, PhaseItem)]
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """After every deselection (``-k``, ``-m``, ``--lf``): what runs, in which order.
+
+        The order pytest's options chose (``--ff``) is kept where dependencies allow it. The
+        worker's sync item survives any deselection: the scheduler cannot work without it.
+        """
+        phases = [i for i in session.items if isinstance(i, PhaseItem)]
         by_id = {item.phase.id: item for item in phases}
         order = stable_topological([i.phase.id for i in phases], self.plan)
-        items[:] = [by_id[i] for i in order] + others
+        session.items[:] = [by_id[i] for i in order]
+        if self.sync_item is not None:
+            session.items.append(self.sync_item)
         self.selected = set(by_id)
-        if not config.option.collectonly and not self.on_worker:
+        if not self.config.option.collectonly and not self.on_worker:
             self._refuse_nothing_to_run(by_id.values())
 
     def _refuse_nothing_to_run(self, items: Iterable[PhaseItem]) -> None:

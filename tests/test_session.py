@@ -1,0 +1,161 @@
+"""Session state through pytest: resume, --lf, --maestro-fresh, the breaker, a busy plan."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_maestro.state import read_session
+
+from .helpers import phase, write_plan
+
+
+def _session(root: Path) -> Path:
+    (found,) = (root / ".maestro").glob("plan-*.md")
+    return found
+
+
+def _runs(root: Path, pid: str) -> int:
+    marker = root / f"{pid}.ran"
+    return len(marker.read_text().split()) if marker.exists() else 0
+
+
+def ran(pid: str, *more: str, **fields: object) -> dict[str, object]:
+    """A phase that counts its runs in ``<id>.ran``."""
+    return phase(pid, f"echo x >> {pid}.ran", *more, **fields)
+
+
+DIAMOND = [
+    ran("a"),
+    ran("b", "test -f fixed", blocked_by=["a"], max_retries=0),
+    ran("c", blocked_by=["a"]),
+    ran("d", blocked_by=["b", "c"]),
+]
+
+
+def test_resume_skips_completed_and_reruns_failed(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, DIAMOND)
+    args = ("--maestro", "plan.yaml", "--maestro-circuit-breaker=0", "-rs")
+    pytester.runpytest(*args).assert_outcomes(passed=2, failed=1, skipped=1)
+    doc = read_session(_session(pytester.path))
+    assert {p.id: p.status.value for p in doc.phases.values()} == {
+        "a": "completed",
+        "b": "failed",
+        "c": "completed",
+        "d": "skipped",
+    }
+    (pytester.path / "fixed").touch()
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines(["SKIPPED ?1? plan.yaml:*: completed in an earlier run at 20*"])
+    assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
+    assert read_session(_session(pytester.path)).status == "completed"
+
+
+def test_lf_reruns_the_failure_and_what_it_blocked_only(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, DIAMOND)
+    args = ("--maestro", "plan.yaml", "--maestro-circuit-breaker=0")
+    pytester.runpytest(*args).assert_outcomes(passed=2, failed=1, skipped=1)
+    (pytester.path / "fixed").touch()
+    result = pytester.runpytest(*args, "--lf", "-v")
+    result.assert_outcomes(passed=2, deselected=2)
+    result.stdout.fnmatch_lines(["plan.yaml::b PASSED*", "plan.yaml::d PASSED*"])
+    assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
+
+
+def test_lf_under_xdist_keeps_skipped_phases_for_the_rerun(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, DIAMOND)
+    args = ("--maestro", "plan.yaml", "--maestro-circuit-breaker=0", "-n", "2")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=2, failed=1, skipped=1)
+    (pytester.path / "fixed").touch()
+    # xdist does not report deselected counts; the runs below say what ran.
+    pytester.runpytest_subprocess(*args, "--lf").assert_outcomes(passed=2)
+    assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
+
+
+def test_changed_phase_and_its_dependents_rerun(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester, [ran("a"), ran("b", blocked_by=["a"]), ran("c"), ran("d", blocked_by=["b"])]
+    )
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=4)
+    write_plan(
+        pytester,
+        [ran("a"), ran("b", "true", blocked_by=["a"]), ran("c"), ran("d", blocked_by=["b"])],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=2, skipped=2)
+    assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 2]
+
+
+def test_fresh_archives_the_session_and_runs_everything(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [ran("a"), ran("b", blocked_by=["a"])])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=2)
+    old = _session(pytester.path).read_text()
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh").assert_outcomes(passed=2)
+    assert [_runs(pytester.path, p) for p in "ab"] == [2, 2]
+    archived = list((pytester.path / ".maestro" / "archive").glob("plan-*.md"))
+    assert len(archived) == 1 and archived[0].read_text() == old
+
+
+def test_circuit_breaker_stops_and_is_recorded(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            ran("root", "false", max_retries=0),
+            ran("x", blocked_by=["root"]),
+            ran("y", blocked_by=["x"]),
+            ran("z", blocked_by=["root"]),
+            ran("free"),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*circuit breaker: 3 of 4 pending phases cannot run after 'root' failed*"]
+    )
+    assert _runs(pytester.path, "free") == 0
+    doc = read_session(_session(pytester.path))
+    assert doc.status == "stopped"
+    assert doc.stop_reason is not None and "'root' failed" in doc.stop_reason
+    # Below the threshold the session goes on.
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-circuit-breaker=0.9")
+    result.assert_outcomes(failed=1, skipped=3, passed=1)
+
+
+def test_second_run_of_a_running_plan_fails_at_once(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [phase("slow", "touch started; sleep 30")])
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-p", "no:cacheprovider"],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (pytester.path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = time.monotonic()
+        result = pytester.runpytest_subprocess("--maestro", "plan.yaml")
+        assert time.monotonic() - started < 15
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            [f"ERROR: plan plan.yaml is already running (pid {first.pid} since *)"]
+        )
+    finally:
+        first.kill()
+        first.wait()
+    # The killed run's lock does not block the next one; its phase is reset and runs again.
+    write_plan(pytester, [phase("slow", "true")])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+
+
+def test_state_dir_outside_the_root_is_refused(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [phase("a", "true")])
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-state-dir", "../elsewhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: state dir '../elsewhere' resolves to *, outside the *"])
+    assert not (pytester.path.parent / "elsewhere").exists()
