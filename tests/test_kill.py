@@ -1,0 +1,87 @@
+"""SIGKILL a parallel run at random moments: the session state never claims what did not happen."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_maestro.state import Status, read_session
+
+from .helpers import write_plan
+
+PHASES = 30
+ROUNDS = 10
+
+
+def _plan(pytester: pytest.Pytester) -> None:
+    rng = random.Random(7)
+    phases = []
+    for n in range(PHASES):
+        deps = sorted({f"p{rng.randrange(n)}" for _ in range(rng.randrange(3))}) if n else []
+        # The marker is written last: a phase recorded completed must have reached it.
+        run = [f"sleep {rng.uniform(0.1, 0.4):.2f}", f"echo done >> markers/p{n}"]
+        phases.append({"id": f"p{n}", "run": run, "blocked_by": deps, "max_retries": 0})
+    write_plan(pytester, phases)
+    (pytester.path / "markers").mkdir()
+
+
+def _runs(root: Path) -> dict[str, int]:
+    return {m.name: len(m.read_text().split()) for m in (root / "markers").iterdir()}
+
+
+def _wait_for_progress(root: Path, markers: int, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while sum(_runs(root).values()) <= markers and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _completed(root: Path) -> set[str]:
+    found = list((root / ".maestro").glob("plan-*.md"))
+    if not found:
+        return set()
+    doc = read_session(found[0])  # parses, whatever moment the kill hit
+    return {p.id for p in doc.phases.values() if p.status is Status.COMPLETED}
+
+
+def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytest.Pytester) -> None:
+    _plan(pytester)
+    rng = random.Random(2026)
+    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-n", "2", "-q"]
+    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    done_before: dict[str, int] = {}
+    for _ in range(ROUNDS):
+        run = subprocess.Popen(
+            command,
+            cwd=pytester.path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        # A random moment after the run made some progress, whatever the machine's speed.
+        _wait_for_progress(pytester.path, sum(_runs(pytester.path).values()))
+        time.sleep(rng.uniform(0.0, 0.4))
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        time.sleep(0.3)  # phase commands live in their own process groups: let them end
+        runs = _runs(pytester.path)
+        completed = _completed(pytester.path)
+        assert all(runs.get(pid, 0) >= 1 for pid in completed), "completed but never ran"
+        for pid, count in done_before.items():
+            assert runs[pid] == count, f"{pid} was completed, yet ran again"
+        done_before.update({pid: runs[pid] for pid in completed if pid not in done_before})
+    result = subprocess.run(command, cwd=pytester.path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:]
+    runs = _runs(pytester.path)
+    assert set(runs) == {f"p{n}" for n in range(PHASES)}
+    assert _completed(pytester.path) == set(runs)
+    for pid, count in done_before.items():
+        assert runs[pid] == count, f"{pid} was completed, yet ran again"
+    assert done_before, "no kill came late enough to find a completed phase"
