@@ -6,6 +6,7 @@ controller) the session state, and answers the pytest hooks that need them.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections.abc import Generator, Iterable
 from datetime import datetime, timezone
@@ -46,7 +47,8 @@ class MaestroSession:
         self.selected: set[str] = set(plan.ids)
         self.agents = AgentRegistry.load(self._agent_dirs())
         self.plan_path = plan.path.resolve()
-        self.durations: dict[str, float] = {}  # measured in earlier runs (pytest's cache)
+        # Seconds each phase took when it last completed, kept in pytest's cache across runs.
+        self.durations: dict[str, float] = self._cached_durations()
         self.recorder: Recorder | None = None  # the session state; only where reports arrive
         self.pytest_session: pytest.Session | None = None
         self.skipped_after_failure: set[str] = set()  # node ids, for --lf
@@ -63,6 +65,16 @@ class MaestroSession:
                 unique.append(path)
         return unique
 
+    def _durations_key(self) -> str:
+        return "maestro/durations/" + hashlib.sha256(str(self.plan_path).encode()).hexdigest()[:12]
+
+    def _cached_durations(self) -> dict[str, float]:
+        cache = getattr(self.config, "cache", None)
+        if cache is None or self.on_worker:
+            return {}
+        found = cache.get(self._durations_key(), {})
+        return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
     def check_agents(self) -> None:
         for phase in self.plan.phases:
             if phase.agent and self.agents.get(phase.agent) is None:
@@ -73,7 +85,9 @@ class MaestroSession:
 
     def run_order(self) -> list[Phase]:
         """Topological order, the phase with the longest remaining path first among the ready."""
-        return [self.plan.phase(i) for i in self.graph.critical_order()]
+        estimated = {p.id for p in self.plan.phases if p.estimate is not None}
+        measured = {p: s for p, s in self.durations.items() if p not in estimated}
+        return [self.plan.phase(i) for i in self.graph.critical_order(measured)]
 
     def markers(self, phase: Phase) -> list[str]:
         names = [f"wave_{self.graph.wave(phase.id)}"]
@@ -217,6 +231,8 @@ class MaestroSession:
         if facts is None:
             return
         self.outcomes[facts["phase"]] = facts["status"]
+        if facts["status"] == "completed" and "duration" in facts:
+            self.durations[facts["phase"]] = facts["duration"]
         if facts.get("after_failure"):
             self.skipped_after_failure.add(report.nodeid)
         if self.recorder is not None:
@@ -236,6 +252,9 @@ class MaestroSession:
         if not self.on_worker:
             junit.record_session(self.config, self.plan, self.outcomes)
             self._remember_skipped_after_failure()
+            cache = getattr(self.config, "cache", None)
+            if cache is not None:
+                cache.set(self._durations_key(), self.durations)
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None
@@ -316,6 +335,7 @@ def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | 
                 attempts=len([a for a in outcome.attempts if a.number]),
                 started=iso_time(outcome.started),
                 finished=iso_time(outcome.finished),
+                duration=round(outcome.finished - outcome.started, 3),
             )
         return facts
     if report.failed:  # an error in setup or teardown

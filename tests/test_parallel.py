@@ -193,3 +193,20 @@ def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:
     pytester.runpytest_subprocess(*args, "--maestro-fresh").assert_outcomes(passed=3)
     times = spans(pytester.path)
     assert times["after-short"].end <= times["long"].end  # no barrier under dag
+
+
+def test_max_concurrent_caps_running_phases(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [timed(p, 0.3) for p in "wxyz"])
+    args = ("--maestro", "plan.yaml", "-n", "3", "--maestro-max-concurrent", "1")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
+    times = sorted(spans(pytester.path).values(), key=lambda s: s.start)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(times))
+
+
+def test_stagger_spaces_out_phase_starts(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, [timed(p, 1.5) for p in "xyz"])
+    args = ("--maestro", "plan.yaml", "-n", "3")
+    pytester.runpytest_subprocess(*args, "--maestro-stagger", "0.5").assert_outcomes(passed=3)
+    starts = sorted(s.start for s in spans(pytester.path).values())
+    assert all(b - a >= 0.45 for a, b in itertools.pairwise(starts)), starts
+    assert starts[-1] - starts[0] < 3  # spaced, not serialised

@@ -293,3 +293,12 @@ def test_plan_root_is_relative_to_plan_and_created(pytester: pytest.Pytester) ->
     assert (pytester.path / "work" / "where.txt").read_text().strip() == str(
         (pytester.path / "work").resolve()
     )
+
+
+def test_measured_durations_set_the_order_of_the_next_run(pytester: pytest.Pytester) -> None:
+    log = "echo $MAESTRO_PHASE_ID >> order.txt"
+    write_plan(pytester, [phase("quick", log), phase("slow", log, "sleep 0.6"), phase("mid", log)])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=3)
+    assert (pytester.path / "order.txt").read_text().split() == ["quick", "slow", "mid"]
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh").assert_outcomes(passed=3)
+    assert (pytester.path / "order.txt").read_text().split()[3] == "slow"
