@@ -58,8 +58,8 @@ class DependencyScheduling:
         self.running[node] = None
 
     def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self._uncount_sync_item(len(collection))
         if self.collection is None:
-            self._uncount_sync_item()
             self.collection = list(collection)
             self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
             self.sync_index = next(
@@ -160,12 +160,13 @@ class DependencyScheduling:
         prefix = self.collection[self.sync_index].rsplit("::", 1)[0]
         return f"{prefix}::{phase_id}"
 
-    def _uncount_sync_item(self) -> None:
-        """xdist counts the hidden sync item as a test; progress percentages should not."""
+    def _uncount_sync_item(self, collected: int) -> None:
+        """xdist counts the hidden sync item as a test (again at each worker's collection);
+        progress percentages should not."""
         dsession = self.config.pluginmanager.get_plugin("dsession")
         session = getattr(dsession, "_session", None)
-        if session is not None and session.testscollected:
-            session.testscollected -= 1
+        if session is not None and collected:
+            session.testscollected = collected - 1
 
     def _stopping(self) -> bool:
         """``-x``, ``--maxfail`` or the circuit breaker asked xdist to shut down: start nothing."""

@@ -114,6 +114,7 @@ def test_chain_on_two_workers_completes_in_order(pytester: pytest.Pytester) -> N
     )
     result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
     result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*[[]100%[]]"])  # the hidden sync item is not counted
     times = spans(pytester.path)
     assert times["a"].end <= times["b"].start and times["b"].end <= times["c"].start
 
