@@ -9,11 +9,15 @@ from pathlib import Path
 from .plan import Phase
 
 
+class OutsideRoot(ValueError):
+    pass
+
+
 def inside(root: Path, relative: str) -> Path:
     """``root / relative``, refusing a path that resolves (through symlinks too) outside root."""
     path = (root / relative).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"file {relative!r} resolves outside the project root {root}")
+        raise OutsideRoot(f"declared file {relative!r} resolves outside the project root {root}")
     return path
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import FileSnapshot, file_problems
+from .files import FileSnapshot, OutsideRoot, file_problems
 from .plan import Phase, Plan
 from .process import run_process
 from .runtimes import AgentRequest, AgentResult, Runtime
@@ -83,7 +83,11 @@ class PhaseRunner:
         if blocked is not None:
             return PhaseOutcome(phase.id, "blocked", (blocked,), log, started, time.time())
         retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
-        before = FileSnapshot.take(cfg.root, phase)
+        try:
+            before = FileSnapshot.take(cfg.root, phase)
+        except OutsideRoot as refused:
+            attempt = Attempt(0, AgentResult("blocked", str(refused)))
+            return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
             if attempts:
@@ -164,10 +168,11 @@ class PhaseRunner:
 
     def _preflight(self, phase: Phase, log: Path) -> Attempt | None:
         """A failing blocking assumption ends the phase as BLOCKED without an agent call."""
-        env = self.env(phase, 0)
+        env: dict[str, str] | None = None  # copied when first needed: not free on short phases
         for assumption in phase.assumptions:
             if assumption.verify is None:
                 continue
+            env = env or self.env(phase, 0)
             result = run_process(
                 ["bash", "-c", assumption.verify],
                 cwd=self.config.root,

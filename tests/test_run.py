@@ -302,3 +302,17 @@ def test_measured_durations_set_the_order_of_the_next_run(pytester: pytest.Pytes
     assert (pytester.path / "order.txt").read_text().split() == ["quick", "slow", "mid"]
     pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh").assert_outcomes(passed=3)
     assert (pytester.path / "order.txt").read_text().split()[3] == "slow"
+
+
+def test_declared_file_escaping_the_root_by_symlink_is_refused(pytester: pytest.Pytester) -> None:
+    outside = pytester.path.parent / f"{pytester.path.name}-outside"
+    outside.mkdir()
+    (pytester.path / "link").symlink_to(outside)
+    write_plan(pytester, [phase("a", "touch ran", files={"create": ["link/x.txt"]})])
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["phase 'a' (a) was blocked", "declared file 'link/x.txt' resolves outside the project*"]
+    )
+    assert not (pytester.path / "ran").exists()
+    assert "Traceback" not in result.stdout.str()
