@@ -7,9 +7,7 @@ controller) the session state, and answers the pytest hooks that need them.
 from __future__ import annotations
 
 import hashlib
-import heapq
 from collections.abc import Generator, Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +16,20 @@ import pytest
 from . import junit
 from .agents import AgentRegistry
 from .breaker import breaker_verdict
-from .collect import OUTCOME_KEY, PhaseItem, PlanFile, SyncItem, marker_name
+from .collect import PhaseItem, PlanFile, SyncItem, marker_name
+from .facts import NOT_SELECTED, STATUS_WORDS, phase_facts, skip_facts
+from .ordering import stable_topological
 from .plan import Phase, Plan
+from .plan.errors import location
 from .plan.graph import PlanGraph
 from .prompt import build_prompt
-from .recorder import EARLIER, Recorder
+from .recorder import Recorder
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
 from .runtimes import get_runtime
 from .settings import Settings
 from .state import StateError
 
 # Why a phase did not run, as the skip reason shows it and the session state records it.
-STATUS_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
-NOT_SELECTED = "was not selected and has not completed"
 DEFAULT_DURATION = 1.0
 
 
@@ -307,73 +306,5 @@ class MaestroSession:
                 terminalreporter.line(warning)
 
 
-def skip_facts(phase_id: str, reason: str) -> dict[str, Any]:
-    """A resumed phase counts as completed; one skipped after a failure must rerun with --lf."""
-    return {
-        "phase": phase_id,
-        "status": "completed" if reason.startswith(EARLIER) else "skipped",
-        "reason": reason,
-        "after_failure": reason.startswith("dependency") and NOT_SELECTED not in reason,
-    }
-
-
-def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | None:
-    """What the controller must learn from a worker about one phase, or None for no news."""
-    if report.when == "setup" and report.skipped:
-        assert isinstance(report.longrepr, tuple)
-        return skip_facts(item.phase.id, report.longrepr[2].removeprefix("Skipped: "))
-    if report.when == "call":
-        outcome = item.stash.get(OUTCOME_KEY, None)
-        status = outcome.status if outcome else ("completed" if report.passed else "failed")
-        facts: dict[str, Any] = {
-            "phase": item.phase.id,
-            "status": status,
-            "worker": getattr(item.config, "workerinput", {}).get("workerid", "main"),
-        }
-        if outcome:
-            facts.update(
-                attempts=len([a for a in outcome.attempts if a.number]),
-                started=iso_time(outcome.started),
-                finished=iso_time(outcome.finished),
-                duration=round(outcome.finished - outcome.started, 3),
-            )
-        return facts
-    if report.failed:  # an error in setup or teardown
-        return {"phase": item.phase.id, "status": "failed"}
-    return None
-
-
-def iso_time(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
-
-
-def stable_topological(ids: list[str], plan: Plan) -> list[str]:
-    """``ids`` reordered only where a dependency would otherwise run after its dependent."""
-    position = {pid: n for n, pid in enumerate(ids)}
-    return _kahn(ids, plan, lambda pid: (position[pid],))
-
-
-def _kahn(ids: Iterable[str], plan: Plan, key: Any) -> list[str]:
-    chosen = set(ids)
-    waiting = {pid: {d for d in plan.phase(pid).blocked_by if d in chosen} for pid in chosen}
-    dependents: dict[str, list[str]] = {pid: [] for pid in chosen}
-    for pid, deps in waiting.items():
-        for dep in deps:
-            dependents[dep].append(pid)
-    heap = [(key(pid), pid) for pid, deps in waiting.items() if not deps]
-    heapq.heapify(heap)
-    order: list[str] = []
-    while heap:
-        _, pid = heapq.heappop(heap)
-        order.append(pid)
-        for nxt in dependents[pid]:
-            waiting[nxt].discard(pid)
-            if not waiting[nxt]:
-                heapq.heappush(heap, (key(nxt), nxt))
-    return order
-
-
 def _where(plan: Plan, phase: Phase) -> str:
-    from .plan.errors import location
-
     return location(plan.path, phase.line)
