@@ -159,3 +159,29 @@ def test_state_dir_outside_the_root_is_refused(pytester: pytest.Pytester) -> Non
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: state dir '../elsewhere' resolves to *, outside the *"])
     assert not (pytester.path.parent / "elsewhere").exists()
+
+
+def test_stepwise_resumes_at_the_failed_phase(pytester: pytest.Pytester) -> None:
+    write_plan(pytester, DIAMOND)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
+    result.assert_outcomes(passed=1, failed=1)  # a, then b fails and stepwise stops
+    (pytester.path / "fixed").touch()
+    result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
+    result.assert_outcomes(passed=3, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["plan.yaml::b PASSED*", "plan.yaml::c PASSED*", "plan.yaml::d PASSED*"]
+    )
+    assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
+
+
+def test_failed_first_keeps_dependency_order(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester, [ran("a"), ran("b", "test -f fixed", max_retries=0), ran("c", blocked_by=["a"])]
+    )
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=2, failed=1)
+    (pytester.path / "fixed").touch()
+    result = pytester.runpytest("--maestro", "plan.yaml", "--ff", "--maestro-fresh", "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["plan.yaml::b PASSED*", "plan.yaml::a PASSED*", "plan.yaml::c PASSED*"]
+    )
