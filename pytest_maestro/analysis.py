@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .plan import paused_gc
 from .plan.graph import Chunk, PlanGraph, wave_overlap
 from .plan.model import Phase, Plan
 
@@ -21,7 +22,12 @@ _ENCODER = json.JSONEncoder(
 
 def render(plan: Plan, fmt: str = "text", graph: PlanGraph | None = None) -> str:
     """The analysis of ``plan`` in ``fmt`` (one of :data:`FORMATS`)."""
-    graph = graph or PlanGraph(plan)
+    # The graph computes its answers on first use, here: see paused_gc for why without the GC.
+    with paused_gc():
+        return _render(plan, fmt, graph or PlanGraph(plan))
+
+
+def _render(plan: Plan, fmt: str, graph: PlanGraph) -> str:
     if fmt == "text":
         return render_text(plan, graph)
     if fmt == "json":

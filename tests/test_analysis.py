@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -280,3 +281,20 @@ def test_unknown_format_is_refused() -> None:
     assert FORMATS == ("text", "json", "mermaid")
     with pytest.raises(ValueError, match="unknown analysis format 'yaml'"):
         render(sample_plan(), "yaml")
+
+
+@pytest.mark.parametrize("fmt", [*FORMATS, "yaml"])
+def test_rendering_leaves_the_garbage_collector_as_it_found_it(fmt: str) -> None:
+    # render pauses the collector for speed; it must come back on, even after an error, and
+    # must stay off for a caller who turned it off.
+    was_enabled = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            try:
+                render(sample_plan(), fmt)
+            except ValueError:
+                assert fmt == "yaml"
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was_enabled else gc.disable()

@@ -842,3 +842,24 @@ def test_example_plans_dependencies() -> None:
     assert deps(load_plan(EXAMPLES / "tasklist.md"))["T004"] == ("T002", "T003")
     assert deps(load_plan(EXAMPLES / "steps.md"))["3.1"] == ("2.1", "2.2")
     assert deps(load_plan(EXAMPLES / "superpowers-plan.md"))["task-4"] == ("task-3",)
+
+
+def test_split_lines_reuses_a_split_only_for_the_same_text_object() -> None:
+    # detect and read share one split of the document they are handed; another text object,
+    # even an equal one, is split anew, so nothing stale can come back.
+    text = "# T\r\n```\n### Task 1: x\n```\nafter\n"
+    first = md.split_lines(text)
+    assert md.split_lines(text) is first
+    assert [(line.text, line.in_fence) for line in first] == [
+        ("# T", False),
+        ("```", True),
+        ("### Task 1: x", True),
+        ("```", True),
+        ("after", False),
+        ("", False),
+    ]
+    equal = "".join(list(text))
+    assert equal == text and equal is not text
+    again = md.split_lines(equal)
+    assert again is not first and again == first
+    assert md.split_lines("other\n")[0].text == "other"

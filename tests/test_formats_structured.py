@@ -183,6 +183,24 @@ def test_native_defaults_and_nulls(tmp_path: Path) -> None:
     assert phase.parallel is True
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"title": null, "phases": [{"id": "only", "reads": null, "agent": null,\n'
+        ' "files": {"create": null}, "acceptance": [{"criterion": "c", "check": null}]}]}',
+        # no null literal at all: the reader skips looking for nulls, and must still read it
+        '{"phases": [{"id": "only", "acceptance": [{"criterion": "c"}], "name": "null"}]}',
+    ],
+)
+def test_native_json_nulls_count_as_absent(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, "plan.json", text)
+    plan = read(native, path)
+    (phase,) = plan.phases
+    assert plan.title == ""
+    assert (phase.id, phase.agent, phase.reads, phase.files) == ("only", None, (), Files())
+    assert phase.acceptance == (Check("c"),)
+
+
 def test_native_int_ids_and_single_dependency(tmp_path: Path) -> None:
     path = write(tmp_path, "plan.json", '{"phases": [{"id": 1}, {"id": 2, "blocked_by": 1}]}')
     plan = read(native, path)

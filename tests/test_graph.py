@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_maestro.plan.graph import PlanGraph, Profile, wave_overlap
+from pytest_maestro.plan.graph import _PAIRWISE_DEPS, PlanGraph, Profile, wave_overlap
 from pytest_maestro.plan.model import Files, Phase, Plan
 from pytest_maestro.plan.ownership import chunk_label
 
@@ -350,13 +350,13 @@ FILES = ["f0", "f1", "f2", "f3", "f4", "f5"]
 
 
 @st.composite
-def random_plans(draw: st.DrawFn, max_phases: int = 9) -> Plan:
+def random_plans(draw: st.DrawFn, max_phases: int = 9, max_deps: int = 3) -> Plan:
     """A random DAG: each phase may depend on any earlier one, then the written order is shuffled
     so that dependencies also point forwards in the document."""
     count = draw(st.integers(1, max_phases))
     phases = []
     for i in range(count):
-        deps = draw(st.lists(st.integers(0, max(i - 1, 0)), max_size=3)) if i else []
+        deps = draw(st.lists(st.integers(0, max(i - 1, 0)), max_size=max_deps)) if i else []
         phases.append(
             make_phase(
                 f"p{i}",
@@ -487,6 +487,30 @@ def test_critical_path_is_a_longest_real_path(plan: Plan) -> None:
 @settings(max_examples=100, deadline=None)
 @given(random_plans())
 def test_redundant_dependencies_are_implied(plan: Plan) -> None:
+    check_redundant_dependencies(plan)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_plans(max_phases=30, max_deps=25))
+def test_redundant_dependencies_of_phases_with_many_dependencies(plan: Plan) -> None:
+    # more than graph._PAIRWISE_DEPS dependencies take the other branch of the search
+    check_redundant_dependencies(plan)
+
+
+def test_redundant_dependencies_of_a_phase_with_many_dependencies() -> None:
+    phases = [make_phase(f"p{i}", [f"p{j}" for j in range(i)]) for i in range(25)]
+    graph = PlanGraph(make_plan(*phases))
+    assert len(phases[-1].blocked_by) > _PAIRWISE_DEPS
+    found = graph.redundant_dependencies()
+    assert len(found) == sum(range(1, 24))  # all but each phase's direct predecessor
+    assert [item for item in found if item[0] == "p24"][:2] == [
+        ("p24", "p0", "p1"),
+        ("p24", "p1", "p2"),
+    ]
+    check_redundant_dependencies(make_plan(*phases))
+
+
+def check_redundant_dependencies(plan: Plan) -> None:
     graph = PlanGraph(plan)
     reach = brute_reach(plan)
     found = {(phase, dep) for phase, dep, _ in graph.redundant_dependencies()}

@@ -6,15 +6,20 @@ command line (``--maestro plan --maestro-analyze``: a non-zero exit and the same
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan
+from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan, paused_gc
+from pytest_maestro.plan.validate import _may_be_absolute
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -269,3 +274,56 @@ def test_command_line_reports_the_error_without_traceback(
     # The plugin may print the path as given or relative to the rootdir; the rest is exact.
     assert f"{case.name}{case.message}" in output
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=[case.id for case in CASES[:3]])
+def test_a_failed_load_turns_the_garbage_collector_back_on(tmp_path: Path, case: Case) -> None:
+    # load_plan pauses the collector for speed (paused_gc); an error must not leave it off.
+    assert gc.isenabled()
+    with pytest.raises(PlanError):
+        load_plan(_write(tmp_path, case))
+    assert gc.isenabled()
+
+
+def test_paused_gc_keeps_a_caller_s_choice() -> None:
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block must not turn it on under the outer one
+    assert gc.isenabled()
+
+
+_PATH_TEXT = st.text(alphabet="/\\:.aC ?", max_size=8)
+
+
+@given(_PATH_TEXT)
+def test_the_absolute_path_prefilter_never_misses_an_absolute_path(path: str) -> None:
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
+        assert _may_be_absolute(path)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/etc/passwd", "file '/etc/passwd' is absolute"),
+        ("C:\\src\\a.py", "file 'C:\\\\src\\\\a.py' is absolute"),
+        ("c:/src/a.py", "file 'c:/src/a.py' is absolute"),
+        ("//server/share/a.py", "file '//server/share/a.py' is absolute"),
+        ("src/../../a.py", "file 'src/../../a.py' leaves the project root"),
+        ("src\\..\\a.py", "file 'src\\\\..\\\\a.py' leaves the project root"),
+    ],
+)
+def test_absolute_and_escaping_paths_are_refused(tmp_path: Path, path: str, message: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"phases": [{"id": "a", "files": {"modify": [path]}}]}))
+    with pytest.raises(PlanError, match=re.escape(message)):
+        load_plan(plan)
+
+
+@pytest.mark.parametrize("path", ["C:", "a:b", "..a/b", "a..b", "./a", "x/:y", "C:relative"])
+def test_paths_that_only_look_odd_are_accepted(tmp_path: Path, path: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"phases": [{"id": "a", "reads": [path]}]}))
+    assert load_plan(plan).phases[0].reads == (path,)

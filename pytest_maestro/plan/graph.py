@@ -40,6 +40,7 @@ __all__ = ["Chunk", "Conflict", "PlanGraph", "Profile", "wave_overlap"]
 DEFAULT_ESTIMATE = 1.0
 DEFAULT_WORKER_CAP = 8  # more concurrent agent CLIs mostly meet rate limits, not more throughput
 MAX_LISTED_WARNINGS = 20  # per kind; beyond, one line counts the rest: nobody reads 7,000 lines
+_PAIRWISE_DEPS = 16  # up to this many dependencies, redundancy is tested pair by pair
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,21 @@ class PlanGraph:
     """Answers about the dependency structure of a plan that has passed validation."""
 
     def __init__(self, plan: Plan, durations: Mapping[str, float] | None = None) -> None:
+        # Imported when called: the package's __init__ may import this module before it has
+        # defined paused_gc.
+        from . import paused_gc
+
         self.plan = plan
-        self.ids: tuple[str, ...] = plan.ids
-        self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
-        self.deps: list[tuple[int, ...]] = self._dep_indices()
-        succs: list[list[int]] = [[] for _ in self.ids]
-        for node, deps in enumerate(self.deps):
-            for dep in deps:
-                succs[dep].append(node)
-        self.succs: list[tuple[int, ...]] = [tuple(s) for s in succs]
-        self._durations = self._duration_list(durations)
+        with paused_gc():  # a few lists and tuples per phase: see paused_gc
+            self.ids: tuple[str, ...] = plan.ids
+            self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
+            self.deps: list[tuple[int, ...]] = self._dep_indices()
+            succs: list[list[int]] = [[] for _ in self.ids]
+            for node, deps in enumerate(self.deps):
+                for dep in deps:
+                    succs[dep].append(node)
+            self.succs: list[tuple[int, ...]] = [tuple(s) for s in succs]
+            self._durations = self._duration_list(durations)
 
     def _dep_indices(self) -> list[tuple[int, ...]]:
         index, result = self.index, []
@@ -302,12 +308,20 @@ class PlanGraph:
         for node, deps in enumerate(self.deps):
             if len(deps) < 2:
                 continue
-            implied = 0
-            for dep in deps:
-                implied |= ancestors[dep]
-            for dep in deps:
-                if implied >> position[dep] & 1:
-                    through = next(d for d in deps if ancestors[d] >> position[dep] & 1)
+            if len(deps) > _PAIRWISE_DEPS:
+                # Many dependencies: one pass of V-bit unions finds the implied ones.
+                implied = 0
+                for dep in deps:
+                    implied |= ancestors[dep]
+                candidates = [dep for dep in deps if implied >> position[dep] & 1]
+            else:
+                candidates = list(deps)
+            for dep in candidates:
+                # Shifting by a dependency's position keeps only the bits above it: few, when
+                # the dependencies sit close together (the usual plan), so each test is cheap
+                # where a union of whole V-bit sets would cost O(V) for every phase.
+                through = next((d for d in deps if ancestors[d] >> position[dep] & 1), None)
+                if through is not None:
                     found.append((self.ids[node], self.ids[dep], self.ids[through]))
         return found
 

@@ -24,6 +24,8 @@ def validate(plan: Plan) -> Plan:
             also = f" (first defined at line {first})" if first else ""
             raise PlanError(f"duplicate phase id{also}", plan.path, phase.line, phase.id)
         seen[phase.id] = phase
+    written: set[str] = set()
+    backwards = True  # every dependency written before its phase
     for phase in plan.phases:
         for dep in phase.blocked_by:
             if dep not in seen:
@@ -32,7 +34,10 @@ def validate(plan: Plan) -> Plan:
                 )
             if dep == phase.id:
                 raise PlanError("depends on itself", plan.path, phase.line, phase.id)
-    _check_cycles(plan)
+            backwards = backwards and dep in written
+        written.add(phase.id)
+    if not backwards:  # dependencies that all point backwards cannot form a cycle
+        _check_cycles(plan)
 
     from .graph import PlanGraph
 
@@ -51,17 +56,26 @@ def _check_phase(plan: Plan, phase: Phase) -> None:
     for path in (*phase.files.all(), *phase.reads):
         if not path.strip():
             raise PlanError("has an empty file path", plan.path, phase.line, phase.id)
-        if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
+        if _may_be_absolute(path) and (
+            PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute()
+        ):
             raise PlanError(
                 f"file {path!r} is absolute; plan paths are relative to the project root",
                 plan.path,
                 phase.line,
                 phase.id,
             )
-        if ".." in PurePosixPath(path.replace("\\", "/")).parts:
+        if ".." in path and ".." in PurePosixPath(path.replace("\\", "/")).parts:
             raise PlanError(
                 f"file {path!r} leaves the project root ('..')", plan.path, phase.line, phase.id
             )
+
+
+def _may_be_absolute(path: str) -> bool:
+    """False for a path that no OS takes for absolute, without building path objects (slow, and
+    a plan has one or more per phase): an absolute path starts with a separator (POSIX root,
+    Windows UNC share) or has a drive (``C:``) before its root."""
+    return path[:1] in ("/", "\\") or path[1:2] == ":"
 
 
 def _check_cycles(plan: Plan) -> None:

@@ -7,9 +7,7 @@ the line of its key. Syntax errors and duplicate keys become :class:`PlanError` 
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +16,8 @@ from typing import Any
 import yaml
 
 from ..errors import PlanError
-
-DataPath = tuple[Any, ...]  # keys (str) and list indices (int) from the document's root
+from ._json_lines import DataPath as DataPath  # re-exported: the readers name paths with it
+from ._json_lines import JsonLines, scan_lines
 
 STRUCTURED_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
 
@@ -28,6 +26,7 @@ STRUCTURED_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
 class Document:
     data: Any
     lines: Mapping[DataPath, int] = field(default_factory=dict)
+    may_hold_nulls: bool = True  # False when no value of data is None
 
     def line_of(self, path: DataPath) -> int | None:
         """The line of ``path``, or of its nearest ancestor that has one."""
@@ -52,90 +51,60 @@ def looks_like_json(text: str) -> bool:
 
 # --- JSON ------------------------------------------------------------------------------------
 
-# Valid JSON splits into strings, punctuation, newlines and bare scalars; whitespace is skipped.
-_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\],:]|\n|[^\s{}\[\],:"]+')
-
 
 def parse_json(text: str, path: Path) -> Document:
     try:
-        data = json.loads(text)
+        data, duplicates = _decoded(text)
     except json.JSONDecodeError as exc:
         raise PlanError(
             f"JSON syntax error: {exc.msg} (column {exc.colno})", path, exc.lineno
         ) from None
     except RecursionError:
         raise PlanError("JSON is nested too deeply", path) from None
-    lines, duplicate = _json_lines(text)
-    if duplicate is not None:
-        member, line = duplicate
-        raise PlanError(f"duplicate key {_key_text(member)}", path, line)
-    return Document(data, lines)
+    if duplicates:
+        duplicate = scan_lines(text)[1]
+        if duplicate is not None:
+            member, line = duplicate
+            raise PlanError(f"duplicate key {_key_text(member)}", path, line)
+    # Only the null literal makes a None: without it, readers need not look for any.
+    return Document(data, JsonLines(text), may_hold_nulls="null" in text)
 
 
-@dataclass
-class _Container:
-    """An open JSON object or array while scanning."""
-
-    is_object: bool
-    path: DataPath
-    index: int = 0
-    key: Any = None
-    expect_key: bool = True
-    keys: set[str] = field(default_factory=set)
-
-    def next_member(self) -> None:
-        if self.is_object:
-            self.expect_key = True
-        else:
-            self.index += 1
-
-    def value_path(self) -> DataPath:
-        return self.path + ((self.key,) if self.is_object else (self.index,))
-
-
-def _json_lines(text: str) -> tuple[dict[DataPath, int], tuple[DataPath, int] | None]:
-    """Lines of every value of an already valid JSON text, and its first duplicate key if any."""
-    lines: dict[DataPath, int] = {(): 1}
-    stack: list[_Container] = []
-    duplicate: tuple[DataPath, int] | None = None
-    line = 1
-    for match in _JSON_TOKEN.finditer(text):
-        token = match.group()
-        if token == "\n":
-            line += 1
-        elif token == ",":
-            stack[-1].next_member()
-        elif token in ("}", "]"):
-            stack.pop()
-        elif token == ":":
-            continue
-        elif stack and stack[-1].is_object and stack[-1].expect_key:
-            container = stack[-1]
-            container.key = json.loads(token)
-            container.expect_key = False
-            member = container.value_path()
-            if container.key in container.keys and duplicate is None:
-                duplicate = (member, line)
-            container.keys.add(container.key)
-            lines.setdefault(member, line)
-        else:
-            value_path = stack[-1].value_path() if stack else ()
-            lines.setdefault(value_path, line)
-            if token in ("{", "["):
-                stack.append(_Container(token == "{", value_path))
-    return lines, duplicate
-
-
-@functools.lru_cache(maxsize=8)
 def sniff_json(text: str) -> Any:
     """The parsed JSON of ``text``, or None when it is not JSON. Shared by the ``detect`` functions
-    so one file is parsed once however many readers look at it; callers must not mutate it."""
+    and ``parse_json`` so one file is parsed once however many readers look at it; callers must
+    not mutate it."""
     if not looks_like_json(text):
         return None
     try:
-        return json.loads(text)
+        return _decoded(text)[0]
     except (ValueError, RecursionError):
         return None
+
+
+def _decoded(text: str) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether some object in it repeats a key; raises what json.loads
+    raises. The last answer is kept for the same text object: identity, not equality, so that
+    reading a file anew parses it anew and nothing else is kept."""
+    global _last_decoded
+    if _last_decoded is not None and _last_decoded[0] is text:
+        return _last_decoded[1], _last_decoded[2]
+    duplicates = False
+
+    def mapping(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json.loads keeps the last of duplicate keys silently; counting them here is cheap, and
+        # only a document that has one pays for the scan that says where.
+        nonlocal duplicates
+        result = dict(members)
+        duplicates = duplicates or len(result) != len(members)
+        return result
+
+    data = json.loads(text, object_pairs_hook=mapping)
+    _last_decoded = (text, data, duplicates)
+    return data, duplicates
+
+
+_last_decoded: tuple[str, Any, bool] | None = None
 
 
 # --- YAML ------------------------------------------------------------------------------------

@@ -15,10 +15,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
+from ._schema_check import SchemaValidator
 from ._schema_errors import Items, raise_first_error
 from ._structured import Document, describe, parse_json, sniff_json
 
@@ -153,8 +152,8 @@ def read(text: str, path: Path) -> Plan:
 
 
 @functools.cache
-def _validator() -> Any:
-    return Draft202012Validator(_PLAN)
+def _validator() -> SchemaValidator:
+    return SchemaValidator(_PLAN)
 
 
 def _check_version(version: Any, document: Document, path: Path) -> None:

@@ -27,10 +27,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from ..errors import PlanError
 from ..model import Files, Phase, Plan
+from ._json_lines import lines_under
+from ._schema_check import SchemaValidator
 from ._schema_errors import Items, raise_first_error
 from ._structured import DataPath, Document, id_text, parse_json, raw_phase_id, sniff_json
 
@@ -153,7 +153,7 @@ def read(text: str, path: Path) -> Plan:
         )
     at, raw_phases = located
     # Validate the phases list on its own, with line numbers shifted to match its paths.
-    phases_document = Document(raw_phases, _lines_under(document, at))
+    phases_document = Document(raw_phases, lines_under(document.lines, at))
     errors = _validator().iter_errors(raw_phases)
     raise_first_error(errors, raw_phases, phases_document, path, Items((), raw_phase_id))
     task = document.data.get("task") if isinstance(document.data, dict) else None
@@ -170,13 +170,8 @@ def read(text: str, path: Path) -> Plan:
 
 
 @functools.cache
-def _validator() -> Any:
-    return Draft202012Validator(_PHASES)
-
-
-def _lines_under(document: Document, at: DataPath) -> dict[DataPath, int]:
-    size = len(at)
-    return {key[size:]: line for key, line in document.lines.items() if key[:size] == at}
+def _validator() -> SchemaValidator:
+    return SchemaValidator(_PHASES)
 
 
 def _phase(raw: dict[str, Any], line: int | None) -> Phase:

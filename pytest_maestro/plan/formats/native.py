@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator
 
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
+from ._schema_check import SchemaValidator
 from ._schema_errors import Items, raise_first_error
 from ._structured import (
     STRUCTURED_SUFFIXES,
@@ -71,7 +71,8 @@ def read(text: str, path: Path) -> Plan:
         raise PlanError("the plan is empty", path)
     if not isinstance(data, dict) or "phases" not in data:
         raise PlanError(NOT_A_PLAN.format(found=kind_of(data)), path)
-    data = _without_nulls(data)
+    if document.may_hold_nulls:
+        data = _without_nulls(data)
     _validate(data, document, path)
     phases = tuple(
         _phase(raw, document.lines.get(("phases", index)))
@@ -97,8 +98,8 @@ def schema() -> dict[str, Any]:
 
 
 @functools.cache
-def _validator() -> Any:
-    return Draft202012Validator(schema())
+def _validator() -> SchemaValidator:
+    return SchemaValidator(schema())
 
 
 def _validate(data: dict[str, Any], document: Document, path: Path) -> None:
@@ -113,10 +114,20 @@ def _without_nulls(value: Any, depth: int = 0) -> Any:
     """Drop null members (``reads:`` left empty in YAML) down to the items of phase fields."""
     if depth > 4:
         return value
+    # Scalars are tested inline rather than passed down: most values are, and a call each
+    # would double the cost of this walk over a large plan.
+    depth += 1
     if isinstance(value, dict):
-        return {k: _without_nulls(v, depth + 1) for k, v in value.items() if v is not None}
+        return {
+            key: _without_nulls(item, depth) if isinstance(item, (dict, list)) else item
+            for key, item in value.items()
+            if item is not None
+        }
     if isinstance(value, list):
-        return [_without_nulls(item, depth + 1) for item in value]
+        return [
+            _without_nulls(item, depth) if isinstance(item, (dict, list)) else item
+            for item in value
+        ]
     return value
 
 

@@ -12,6 +12,7 @@ The heading above a step (``### Section 2: Core Logic``) becomes its tag (``sect
 
 from __future__ import annotations
 
+import bisect
 import re
 import textwrap
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ NAME = "steps"
 _STEP = re.compile(r"^\*\*(?:Step\s+(\d[\w.]*)|(\d[\w.]*/\d[\w.]*))\s*:?\*\*\s*:?\s*(.*)$", re.I)
 _DEP_TOKEN = re.compile(r"\d[\w.]*/\d[\w.]*|\d[\w.]*")
 _CREATES = re.compile(r"^\W*(?:create|add new|scaffold)\b", re.I)
+_NEW_MARK = re.compile(r"`\s*\((?:new|create[sd]?)\)", re.I)  # closes "`path` (new)"
 _MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 
 
@@ -50,7 +52,11 @@ def read(text: str, path: Path) -> Plan:
     lines = md.split_lines(text)
     starts = [index for index, line in enumerate(lines) if _step_match(line)]
     all_headings = md.headings(lines)
-    steps = [_read_step(lines, index, all_headings) for index in starts]
+    heading_lines = [h.index for h in all_headings]
+    steps = [
+        _read_step(lines, index, _heading_above(all_headings, heading_lines, index))
+        for index in starts
+    ]
     known = {step.phase.id for step in steps}
     order = md.sequential(step.phase.id for step in steps)
     phases = tuple(_with_dependencies(step, known, order, path) for step in steps)
@@ -83,7 +89,16 @@ def step_id(label: str) -> str:
     return "step-" + re.sub(r"^step\s+", "", label, flags=re.I)
 
 
-def _read_step(lines: Sequence[Line], index: int, all_headings: Sequence[md.Heading]) -> _Step:
+def _heading_above(
+    all_headings: Sequence[md.Heading], heading_lines: Sequence[int], index: int
+) -> md.Heading | None:
+    """The last heading before line ``index``, by bisection: a walk back from the end for each
+    step would make a plan of many sections quadratic."""
+    position = bisect.bisect_left(heading_lines, index)
+    return all_headings[position - 1] if position else None
+
+
+def _read_step(lines: Sequence[Line], index: int, group: md.Heading | None) -> _Step:
     match = _step_match(lines[index])
     assert match is not None  # guaranteed by the caller's filter
     label = match.group(1) or match.group(2)
@@ -91,7 +106,6 @@ def _read_step(lines: Sequence[Line], index: int, all_headings: Sequence[md.Head
     indent = md.indent_of(lines[index])
     end = _block_end(lines, index, indent)
     fields = _fields(lines, index + 1, end, indent)
-    group = next((h for h in reversed(all_headings) if h.index < index), None)
     tag = md.group_tag(group.text) if group else None
     depends = fields.get("depends", fields.get("depends on", "")).strip()
     phase = Phase(
@@ -132,8 +146,11 @@ def _files(value: str, action: str) -> Files:
         return Files()
     create: list[str] = []
     modify: list[str] = []
+    marks_new = _NEW_MARK.search(value) is not None
     for path in dict.fromkeys(md.paths_in(value) if md.code_spans(value) else []):
-        new = re.search(re.escape(path) + r"[^`]*`\s*\((?:new|create[sd]?)\)", value, re.I)
+        # A pattern per path costs a compilation each (paths are unique, re's cache is not
+        # that big): only a value that marks some path new needs one.
+        new = marks_new and re.search(re.escape(path) + "[^`]*" + _NEW_MARK.pattern, value, re.I)
         (create if new or _CREATES.match(action) else modify).append(path)
     return Files(create=tuple(create), modify=tuple(modify))
 

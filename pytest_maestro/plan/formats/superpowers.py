@@ -14,6 +14,8 @@ groups, every grouped task is ``task-G.N`` (G = the group's number, so ``## Chun
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -90,17 +92,23 @@ def _task_ends(
 ) -> dict[int, int]:
     """Where each task ends: at the next task or group heading; the last task, at the next
     heading at its level or above (a closing "## Success Criteria" is not part of it)."""
+    groups = [h for h in all_headings if md.group_tag(h.text)]
+    group_lines = [h.index for h in groups]
     ends = {}
     for position, start in enumerate(starts):
         if position + 1 == len(starts):
             ends[start.index] = md.section_end(lines, start.index, start.level)
             continue
-        boundaries = [
-            h.index
-            for h in all_headings
-            if h.index > start.index and h.level < start.level and md.group_tag(h.text)
-        ]
-        ends[start.index] = min([starts[position + 1].index, *boundaries])
+        # Only the group headings between this task and the next can end it earlier: looking
+        # at those alone keeps the whole loop linear in the headings (not tasks x headings).
+        end = starts[position + 1].index
+        for group in itertools.islice(groups, bisect.bisect_right(group_lines, start.index), None):
+            if group.index >= end:
+                break
+            if group.level < start.level:
+                end = group.index
+                break
+        ends[start.index] = end
     return ends
 
 
