@@ -3,10 +3,12 @@
     .venv/bin/python bench/bench_plan_scale.py [--sizes 1000 10000] [--repeat 5]
 
 For each size it writes, in a temporary directory, one random DAG as a native JSON plan, as a task
-list and as a superpowers plan (Markdown), then prints the best of ``--repeat`` timings of
-``load_plan`` (read, parse, validate) and of the analysis (``PlanGraph`` and
+list, as a superpowers plan and as a step plan (Markdown), then prints the best of ``--repeat``
+timings of ``load_plan`` (read, parse, validate) and of the analysis (``PlanGraph`` and
 ``render(plan, "json")``), the growth from the smallest to the largest size, and the wall time of
-``python -m pytest --maestro PLAN --co -q -p no:cacheprovider`` on the native plan.
+``python -m pytest --maestro PLAN --co -q -p no:cacheprovider`` on the native plan, next to the
+same command on a one-phase plan: the part of the time that does not depend on the plan (Python
+and pytest starting, every installed plugin loading).
 
 Targets, printed and not asserted: 10,000 phases collected in under 2 s of wall time; analysis at
 10,000 phases within 12x of 1,000 (linear growth would be 10x).
@@ -22,7 +24,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from plans import random_plan, superpowers_markdown, tasklist_markdown, write_plan
+from plans import (
+    random_plan,
+    steps_markdown,
+    superpowers_markdown,
+    tasklist_markdown,
+    write_plan,
+)
 
 from pytest_maestro.analysis import render
 from pytest_maestro.plan import PlanError, load_plan
@@ -49,10 +57,13 @@ def write_plans(size: int, folder: Path) -> dict[str, Path]:
     tasks.write_text(tasklist_markdown(plan), encoding="utf-8")
     chain = folder / f"superpowers-{size}.md"
     chain.write_text(superpowers_markdown(plan), encoding="utf-8")
+    steps = folder / f"steps-{size}.md"
+    steps.write_text(steps_markdown(plan), encoding="utf-8")
     return {
         "native json": write_plan(plan, folder / f"plan-{size}.json"),
         "tasklist md": tasks,
         "superpowers md": chain,
+        "steps md": steps,
     }
 
 
@@ -68,7 +79,7 @@ def measure_load(path: Path, repeat: int) -> float | str:
         return f"not loadable: {exc}"
 
 
-def collect(path: Path, repeat: int) -> str:
+def collect(path: Path, repeat: int, judged: bool = True) -> str:
     command = [sys.executable, "-m", "pytest", "--maestro", str(path), "--co", "-q"]
     command += ["-p", "no:cacheprovider"]
     best, last = float("inf"), None
@@ -83,6 +94,8 @@ def collect(path: Path, repeat: int) -> str:
         tail = (last.stderr or last.stdout).strip().splitlines()[-1:]
         return f"failed (exit {last.returncode}): {' '.join(tail)}"
     summary = last.stdout.strip().splitlines()[-1] if last.stdout.strip() else ""
+    if not judged:
+        return f"{best:.2f} s wall: {summary}"
     verdict = "meets" if best < COLLECT_TARGET_S else "misses"
     return f"{best:.2f} s wall ({verdict} the {COLLECT_TARGET_S:g} s target): {summary}"
 
@@ -122,6 +135,8 @@ def main() -> None:
         print(
             f"pytest --co, {largest} phases: {collect(plans[largest]['native json'], args.repeat)}"
         )
+        one = write_plan(random_plan(1), folder / "plan-1.json")
+        print(f"pytest --co, 1 phase (startup alone): {collect(one, args.repeat, judged=False)}")
 
 
 if __name__ == "__main__":

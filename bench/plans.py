@@ -100,3 +100,24 @@ def superpowers_markdown(plan: PlanDict, title: str = "Benchmark plan") -> str:
             + f"\n\n**Step 1: Run it**\n\nRun: `{phase['run'][0]}`\nExpected: PASS\n"
         )
     return "\n".join(parts)
+
+
+def steps_markdown(plan: PlanDict, title: str = "Benchmark plan", per_section: int = 10) -> str:
+    """The plan as a step plan (``* [ ] **Step N**:`` bullets with ``**Depends**`` and ``**Files**``
+    sub-bullets), ``per_section`` steps under each ``### Section K`` heading."""
+    number = {phase["id"]: i for i, phase in enumerate(plan["phases"], start=1)}
+    parts = [f"# Implementation Plan: {title}\n"]
+    for i, phase in enumerate(plan["phases"], start=1):
+        if (i - 1) % per_section == 0:
+            section = (i - 1) // per_section + 1
+            parts.append(f"\n### Section {section}: Part {section}")
+        files = phase["files"]
+        paths = [*files.get("create", []), *files.get("modify", [])]
+        depends = ", ".join(f"Step {number[dep]}" for dep in phase["blocked_by"]) or "None"
+        parts.append(
+            f"*   [ ] **Step {i}**: {phase['name']}.\n"
+            f"    *   **Depends**: {depends}\n"
+            f"    *   **Files**: {', '.join(f'`{path}`' for path in paths)}\n"
+            f"    *   **Verification**: `{phase['run'][0]}`"
+        )
+    return "\n".join(parts) + "\n"
