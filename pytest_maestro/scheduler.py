@@ -63,8 +63,12 @@ class DependencyScheduling:
             self.collection = list(collection)
             self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
             self.sync_index = next(
-                n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)
+                (n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)),
+                -1,
             )
+            if self.sync_index < 0:
+                # The plan failed to collect (xdist shows the worker's error): run nothing.
+                self.policy = DagPolicy([], 1)
         elif list(collection) != self.collection:
             raise pytest.UsageError(f"worker {node.gateway.id} collected a different plan")
 
@@ -125,6 +129,9 @@ class DependencyScheduling:
             if not nodeid.endswith("::" + SYNC_NAME)
         ]
         maestro.selected = set(selected)
+        refusal = maestro.nothing_to_run(selected)
+        if refusal is not None:
+            pytest.exit(refusal, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
         to_run = []
         for phase_id in maestro.topological(selected):
             if maestro.why_not_run(maestro.plan.phase(phase_id), scheduled=True) is None:

@@ -121,16 +121,20 @@ class MaestroSession:
             session.items.append(self.sync_item)
         self.selected = set(by_id)
         if not self.config.option.collectonly and not self.on_worker:
-            self._refuse_nothing_to_run(by_id.values())
+            refusal = self.nothing_to_run(by_id)
+            if refusal is not None:
+                raise pytest.UsageError(refusal)
 
-    def _refuse_nothing_to_run(self, items: Iterable[PhaseItem]) -> None:
-        for item in items:
-            phase = item.phase
+    def nothing_to_run(self, selected: Iterable[str]) -> str | None:
+        """The refusal of the first selected phase that has nothing to run, or None."""
+        for phase_id in selected:
+            phase = self.plan.phase(phase_id)
             if not phase.run and self.runtime_name(phase) == "shell":
-                raise pytest.UsageError(
+                return (
                     f"{_where(self.plan, phase)}: phase {phase.id!r} has nothing to run: give it "
                     "'run:' commands, or an agent whose runtime is an LLM CLI"
                 )
+        return None
 
     # -- running ----------------------------------------------------------------------------
 

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from .facts import iso_time
 from .scheduler import DependencyScheduling, make_scheduler
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
     return make_scheduler(config, log)
+
+
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    """A worker died under a phase: xdist's report of it carries no facts, so give it the ones
+    the session state and the JUnit file need (the phase failed, where, when, why)."""
+    if not isinstance(sched, DependencyScheduling):
+        return
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    report.maestro = {  # type: ignore[attr-defined]
+        "phase": crashitem.rsplit("::", 1)[1],
+        "status": "failed",
+        "worker": getattr(worker, "id", "?"),
+        "finished": iso_time(time.time()),
+        "result": str(report.longrepr),
+    }

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pytest_maestro.state import Status, read_session
+
 from .helpers import write_plan
 
 # A phase records its start and end (epoch seconds) and its worker's pid around a sleep.
@@ -171,10 +173,20 @@ def test_worker_crash_fails_that_phase_only(pytester: pytest.Pytester) -> None:
             timed("three", 0.2, blocked_by=["two"]),
         ],
     )
-    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2", "-rs")
+    result = pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", "-n", "2", "-rs", "--junitxml=out.xml"
+    )
     result.assert_outcomes(passed=3, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*crashed while running*crash*"])
     assert set(spans(pytester.path)) == {"one", "two", "three"}
+    # The crash is on record: the session state and the JUnit file say the phase failed.
+    (session_file,) = (pytester.path / ".maestro").glob("plan-*.md")
+    doc = read_session(session_file)
+    assert doc.phases["crash"].status == Status.FAILED
+    assert "crashed while running" in (doc.phases["crash"].result or "")
+    assert doc.phases["needs-crash"].status == Status.SKIPPED
+    assert doc.status == "failed"
+    assert 'name="maestro.crash.status" value="failed"' in (pytester.path / "out.xml").read_text()
 
 
 def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:

@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+from pytest import LineMatcher
 
 from .helpers import phase, write_plan
 
@@ -237,24 +238,44 @@ def test_deselected_dependency_skips_dependent(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*dependency 'a' was not selected and has not completed"])
 
 
-def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester) -> None:
+def run_maybe_parallel(pytester: pytest.Pytester, workers: int, *args: str) -> pytest.RunResult:
+    """Without -n in process; with -n in a subprocess, as xdist's workers need."""
+    if not workers:
+        return pytester.runpytest(*args)
+    return pytester.runpytest_subprocess(*args, "-n", str(workers))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester, workers: int) -> None:
     (pytester.path / "agents").mkdir()
     (pytester.path / "agents" / "coder.md").write_text("---\nname: coder\n---\nCode.")
-    write_plan(pytester, [phase("a", "true", agent="codr")])
-    result = pytester.runpytest("--maestro", "plan.yaml")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    write_plan(pytester, [phase("a", "touch a.ran", agent="codr")])
+    result = run_maybe_parallel(pytester, workers, "--maestro", "plan.yaml")
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
     result.stdout.fnmatch_lines(
         ["*plan.yaml:*: phase 'a' names unknown agent 'codr'; available: coder, shell"]
     )
     assert "Traceback" not in result.stdout.str()
-
-
-def test_phase_with_nothing_to_run_is_refused_before_running(pytester: pytest.Pytester) -> None:
-    write_plan(pytester, [phase("a", "touch a.ran"), {"id": "b", "blocked_by": ["a"]}])
-    result = pytester.runpytest("--maestro", "plan.yaml")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: plan.yaml:*: phase 'b' has nothing to run: *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / "a.ran").exists()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_phase_with_nothing_to_run_is_refused_before_running(
+    pytester: pytest.Pytester, workers: int
+) -> None:
+    write_plan(pytester, [phase("a", "touch a.ran"), {"id": "b", "blocked_by": ["a"]}])
+    result = run_maybe_parallel(pytester, workers, "--maestro", "plan.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    # Under -n the refusal comes from the controller, once the workers have collected.
+    lines = result.stdout.lines if workers else result.stderr.lines
+    prefix = "*Exit" if workers else "ERROR"
+    LineMatcher(lines).fnmatch_lines([f"{prefix}: plan.yaml:*: phase 'b' has nothing to run: *"])
+    assert not (pytester.path / "a.ran").exists()
+    # Deselected, it is no obstacle.
+    args = ("--maestro", "plan.yaml", "--deselect", "plan.yaml::b")
+    result = run_maybe_parallel(pytester, workers, *args)
+    result.assert_outcomes(passed=1)
     pytester.runpytest("--maestro", "plan.yaml", "--co").assert_outcomes()
     assert pytester.runpytest("--maestro", "plan.yaml", "--maestro-analyze").ret == 0
 
