@@ -863,3 +863,47 @@ def test_split_lines_reuses_a_split_only_for_the_same_text_object() -> None:
     again = md.split_lines(equal)
     assert again is not first and again == first
     assert md.split_lines("other\n")[0].text == "other"
+
+
+# --- shapes seen in real plans ---------------------------------------------------------------
+
+
+def test_maestro_md_bracketed_dependency_lists(tmp_path: Path) -> None:
+    # Maestro plans write "- Blocked by: [2]"; a bracketed list of ids is not a placeholder.
+    plan = load(
+        tmp_path,
+        """
+        ## Phase 1: Features
+        ### Agent: `data_engineer`
+        ### Dependencies
+        - Blocked by: None
+        - Blocks: [2]
+
+        ## Phase 2: Splits
+        ### Agent: `data_engineer`
+        ### Dependencies
+        - Blocked by: [1]
+
+        ## Phase 3: Review
+        ### Agent: `code_reviewer`
+        ### Dependencies
+        - Blocked by: [1, 2]
+        """,
+    )
+    assert deps(plan) == {"1": (), "2": ("1",), "3": ("1", "2")}
+
+
+@pytest.mark.parametrize(
+    ("text", "placeholder"),
+    [
+        ("[2]", False),
+        ("[4, 5]", False),
+        ("[T001, T002]", False),
+        ("[Phase 1, Phase 2]", False),
+        ('[Phase IDs or "None"]', True),
+        ("[Critical Item 1]", True),
+        ("<agent-name>", True),
+    ],
+)
+def test_bracketed_id_lists_are_not_placeholders(text: str, placeholder: bool) -> None:
+    assert md.is_placeholder(text) is placeholder

@@ -24,6 +24,13 @@ _FIELD = re.compile(
 )
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])(?:\s+|$)(?:\[[ xX~-]\]\s*)?(.*)$")
 _PLACEHOLDER = re.compile(r"^\s*(?:<[^<>]*>|\[[^\[\]]*\])\s*$")
+# "[2]", "[1, 3]", "[T001, T002]", "[Phase 1, Phase 2]": a bracketed list of ids, not a template
+# placeholder such as "[Phase IDs or \"None\"]" (every item is one id, with a digit).
+_ID_LIST = re.compile(
+    r"^\s*\[\s*(?:(?:phase|step|task)\s+)?[a-z]*\d[\w./-]*"
+    r"(?:\s*[,;]\s*(?:(?:phase|step|task)\s+)?[a-z]*\d[\w./-]*)*\s*\]\s*$",
+    re.IGNORECASE,
+)
 _NONE = re.compile(r"^\W*(?:none|n/?a|nothing|-+|—)?\W*$", re.IGNORECASE)
 _GROUP = re.compile(
     r"^(phase|chunk|section|part|stage|milestone|group|wave)\s+([\w.-]*\w)", re.IGNORECASE
@@ -224,8 +231,12 @@ def items(
 
 
 def is_placeholder(text: str) -> bool:
-    """Template text such as ``<agent-name>`` or ``[Phase IDs or "None"]``."""
-    return bool(_PLACEHOLDER.match(text))
+    """Template text such as ``<agent-name>`` or ``[Phase IDs or "None"]``.
+
+    A bracketed list of ids (``[2]``, ``[1, 3]``) is a value that real plans write, not a
+    placeholder.
+    """
+    return bool(_PLACEHOLDER.match(text)) and not _ID_LIST.match(text)
 
 
 def filled_in(value: str) -> str | None:
