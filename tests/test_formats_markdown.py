@@ -907,3 +907,39 @@ def test_maestro_md_bracketed_dependency_lists(tmp_path: Path) -> None:
 )
 def test_bracketed_id_lists_are_not_placeholders(text: str, placeholder: bool) -> None:
     assert md.is_placeholder(text) is placeholder
+
+
+def test_tasklist_bare_paths_separated_by_semicolons(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### T001: Recover stopped runs
+        **File(s)**: scripts/run.mjs; scripts/status.mjs as needed; existing helpers in src/.
+        **Type**: Modify
+        **Depends**: None
+
+        ### T002: Publish
+        **File(s)**: CHANGELOG.md; VERSION; a smoke fixture when the verify stage requires it.
+        **Type**: Modify
+        **Depends**: T001
+        """,
+    )
+    files = {phase.id: phase.files.modify for phase in plan.phases}
+    assert files == {
+        "T001": ("scripts/run.mjs", "scripts/status.mjs"),
+        "T002": ("CHANGELOG.md", "VERSION"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        ("src/a.py, src/b.py", ["src/a.py", "src/b.py"]),
+        ("src/a.py; src/b.py as applicable", ["src/a.py", "src/b.py"]),
+        ("Dockerfile (new), Makefile", ["Dockerfile", "Makefile"]),
+        ("existing affected command tests", []),
+        ("`src/a.py` and `src/b.py`", ["src/a.py", "src/b.py"]),
+    ],
+)
+def test_paths_in_values(value: str, paths: list[str]) -> None:
+    assert md.paths_in(value) == paths

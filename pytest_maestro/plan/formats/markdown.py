@@ -157,11 +157,27 @@ def clean_path(raw: str) -> str | None:
 
 
 def paths_in(text: str) -> list[str]:
-    """The file paths of a value: its backticked spans, else comma-separated bare words."""
+    """The file paths of a value: its backticked spans, else comma- or semicolon-separated
+    bare words.
+
+    A bare part is a path when it is one word (``VERSION``), a word with a note in parentheses
+    (``Dockerfile (new)``), or starts with a word that looks like a path (``src/app.py as
+    needed``); prose such as ``existing shared helpers in src/`` names no file.
+    """
     spans = code_spans(text)
     if not spans:
-        spans = [part.split()[0] for part in text.split(",") if part.split()]
-    return [path for path in (clean_path(span) for span in spans) if path]
+        spans = [_bare_path(part) for part in re.split(r"[,;]", text)]
+    return [path for path in (clean_path(span) for span in spans if span) if path]
+
+
+def _bare_path(part: str) -> str:
+    words = part.split()
+    if not words:
+        return ""
+    first = words[0].rstrip(".:")
+    if len(words) == 1 or words[1].startswith("(") or "/" in first or "." in first:
+        return first
+    return ""
 
 
 def field(line: Line) -> tuple[str, str] | None:
