@@ -943,3 +943,47 @@ def test_tasklist_bare_paths_separated_by_semicolons(tmp_path: Path) -> None:
 )
 def test_paths_in_values(value: str, paths: list[str]) -> None:
     assert md.paths_in(value) == paths
+
+
+def test_superpowers_run_lines_share_the_expected_below_them(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### Task 1: Harden the lookup
+
+        **Files:**
+        - Modify: `src/lookup.ts`
+
+        - [x] **Step 1: Verify RED**
+
+        Run: `npm test -- src/lookup.test.ts`
+
+        Expected: FAIL because the projection is not exported.
+
+        - [x] **Step 2: Verify and deliver**
+
+        Run: `npm test`
+
+        Run: `npx tsc --noEmit`
+
+        Expected: all commands exit zero.
+
+        - [x] **Step 3: Look at it**
+
+        Run: `npm run dev`
+        Open the page and check it by eye.
+
+        Run: `npm run lint`
+        Expected: PASS
+        """,
+    )
+    checks = [check.check for check in plan.phases[0].acceptance]
+    assert checks == ["npm test", "npx tsc --noEmit", "npm run lint"]
+
+
+@pytest.mark.parametrize(
+    ("expected", "passes"),
+    [("all commands exit zero.", True), ("exits with code 0", True), ("exit 1", False)],
+)
+def test_expected_exit_zero_passes(expected: str, passes: bool) -> None:
+    assert md.says_passes(expected) is passes

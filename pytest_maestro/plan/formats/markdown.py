@@ -43,7 +43,7 @@ _FAILS = re.compile(
 _FAILS_UPPER = re.compile(r"\bFAIL")
 _PASSES = re.compile(
     r"\b(?:pass|passes|passed|passing|succeeds?|succeeded|success|successful(?:ly)?|green"
-    r"|exits?\s+(?:with\s+)?(?:code\s+|status\s+)?0)\b",
+    r"|exits?\s+(?:with\s+)?(?:code\s+|status\s+)?(?:0|zero))\b",
     re.IGNORECASE,
 )
 
