@@ -987,3 +987,20 @@ def test_superpowers_run_lines_share_the_expected_below_them(tmp_path: Path) -> 
 )
 def test_expected_exit_zero_passes(expected: str, passes: bool) -> None:
     assert md.says_passes(expected) is passes
+
+
+def test_superpowers_file_role_stops_where_the_prose_begins(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### Task 1: Publish the site
+
+        **Files:**
+        - Modify: `.gitignore` only if generated `out/` or credentials are not already excluded.
+        - Create: `scripts/export.mjs`, `scripts/check.mjs` (new)
+        - Modify: `src/app/page.tsx:1-5` (add import of `HeroAnimation`)
+        """,
+    )
+    files = plan.phases[0].files
+    assert files.modify == (".gitignore", "src/app/page.tsx")
+    assert files.create == ("scripts/export.mjs", "scripts/check.mjs")

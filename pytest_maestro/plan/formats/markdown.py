@@ -170,6 +170,26 @@ def paths_in(text: str) -> list[str]:
     return [path for path in (clean_path(span) for span in spans if span) if path]
 
 
+_LEADING_SPAN = re.compile(r"\s*(?:(?:,|;|&|\+|and|or)\s*)?(`+)(.+?)\1(?:\s*\([^)]*\))?", re.I)
+
+
+def leading_paths(text: str) -> list[str]:
+    """The paths a file-role value lists before its prose begins.
+
+    ``a.py``, ``b.py`` (new) lists two files; in ``.gitignore`` only if ``out/`` is not yet
+    ignored, the second span is part of a sentence, not a file to change. A value that does not
+    open with a backticked span is read by :func:`paths_in`.
+    """
+    if not text.lstrip().startswith("`"):
+        return paths_in(text)
+    spans = []
+    position = 0
+    while match := _LEADING_SPAN.match(text, position):
+        spans.append(match.group(2).strip())
+        position = match.end()
+    return [path for path in (clean_path(span) for span in spans) if path]
+
+
 def _bare_path(part: str) -> str:
     words = part.split()
     if not words:

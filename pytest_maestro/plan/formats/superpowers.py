@@ -166,7 +166,7 @@ def _file_roles(lines: Sequence[Line], start: int, end: int, body: str) -> dict[
             role = _ROLES.get(match.group(1).lower()) if match else None
             if match is None or role is None:
                 continue
-            for path in md.paths_in(match.group(2).split("\n", 1)[0]):
+            for path in md.leading_paths(match.group(2).split("\n", 1)[0]):
                 kind = _test_role(path, body) if role == "test" else role
                 if not any(path in paths for paths in roles.values()):
                     roles[kind].append(path)
