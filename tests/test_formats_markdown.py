@@ -1004,3 +1004,23 @@ def test_superpowers_file_role_stops_where_the_prose_begins(tmp_path: Path) -> N
     files = plan.phases[0].files
     assert files.modify == (".gitignore", "src/app/page.tsx")
     assert files.create == ("scripts/export.mjs", "scripts/check.mjs")
+
+
+def test_tasklist_verify_type_reads_its_files(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### T001: Regenerate docs
+        **File(s)**: `man/app.1`
+        **Type**: Modify / Verify
+        **Depends**: None
+
+        ### T002: Smoke test in a real browser
+        **File(s)**: `tests/fixtures/frames.html`
+        **Type**: Verify (no file changes expected)
+        **Depends**: T001
+        """,
+    )
+    first, second = plan.phases
+    assert (first.files.modify, first.reads) == (("man/app.1",), ())
+    assert (second.files.modify, second.reads) == ((), ("tests/fixtures/frames.html",))
