@@ -1024,3 +1024,28 @@ def test_tasklist_verify_type_reads_its_files(tmp_path: Path) -> None:
     first, second = plan.phases
     assert (first.files.modify, first.reads) == (("man/app.1",), ())
     assert (second.files.modify, second.reads) == ((), ("tests/fixtures/frames.html",))
+
+
+def test_steps_numbered_anew_under_each_phase_heading(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        # Test migration
+
+        ### Phase 1: Baseline
+        *   [ ] **Step 1**: Collect the sample documents.
+        *   [ ] **Step 2**: Run the legacy tool on them.
+
+        ### Phase 2: Port
+        *   [ ] **Step 1**: Port the geometry helpers.
+            *   **Depends**: None
+        *   [ ] **Step 2**: Test the helpers.
+            *   **Depends**: Step 1
+        """,
+    )
+    assert deps(plan) == {
+        "step-1.1": (),
+        "step-1.2": ("step-1.1",),
+        "step-2.1": (),
+        "step-2.2": ("step-2.1",),
+    }
