@@ -863,3 +863,189 @@ def test_split_lines_reuses_a_split_only_for_the_same_text_object() -> None:
     again = md.split_lines(equal)
     assert again is not first and again == first
     assert md.split_lines("other\n")[0].text == "other"
+
+
+# --- shapes seen in real plans ---------------------------------------------------------------
+
+
+def test_maestro_md_bracketed_dependency_lists(tmp_path: Path) -> None:
+    # Maestro plans write "- Blocked by: [2]"; a bracketed list of ids is not a placeholder.
+    plan = load(
+        tmp_path,
+        """
+        ## Phase 1: Features
+        ### Agent: `data_engineer`
+        ### Dependencies
+        - Blocked by: None
+        - Blocks: [2]
+
+        ## Phase 2: Splits
+        ### Agent: `data_engineer`
+        ### Dependencies
+        - Blocked by: [1]
+
+        ## Phase 3: Review
+        ### Agent: `code_reviewer`
+        ### Dependencies
+        - Blocked by: [1, 2]
+        """,
+    )
+    assert deps(plan) == {"1": (), "2": ("1",), "3": ("1", "2")}
+
+
+@pytest.mark.parametrize(
+    ("text", "placeholder"),
+    [
+        ("[2]", False),
+        ("[4, 5]", False),
+        ("[T001, T002]", False),
+        ("[Phase 1, Phase 2]", False),
+        ('[Phase IDs or "None"]', True),
+        ("[Critical Item 1]", True),
+        ("<agent-name>", True),
+    ],
+)
+def test_bracketed_id_lists_are_not_placeholders(text: str, placeholder: bool) -> None:
+    assert md.is_placeholder(text) is placeholder
+
+
+def test_tasklist_bare_paths_separated_by_semicolons(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### T001: Recover stopped runs
+        **File(s)**: scripts/run.mjs; scripts/status.mjs as needed; existing helpers in src/.
+        **Type**: Modify
+        **Depends**: None
+
+        ### T002: Publish
+        **File(s)**: CHANGELOG.md; VERSION; a smoke fixture when the verify stage requires it.
+        **Type**: Modify
+        **Depends**: T001
+        """,
+    )
+    files = {phase.id: phase.files.modify for phase in plan.phases}
+    assert files == {
+        "T001": ("scripts/run.mjs", "scripts/status.mjs"),
+        "T002": ("CHANGELOG.md", "VERSION"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        ("src/a.py, src/b.py", ["src/a.py", "src/b.py"]),
+        ("src/a.py; src/b.py as applicable", ["src/a.py", "src/b.py"]),
+        ("Dockerfile (new), Makefile", ["Dockerfile", "Makefile"]),
+        ("existing affected command tests", []),
+        ("`src/a.py` and `src/b.py`", ["src/a.py", "src/b.py"]),
+    ],
+)
+def test_paths_in_values(value: str, paths: list[str]) -> None:
+    assert md.paths_in(value) == paths
+
+
+def test_superpowers_run_lines_share_the_expected_below_them(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### Task 1: Harden the lookup
+
+        **Files:**
+        - Modify: `src/lookup.ts`
+
+        - [x] **Step 1: Verify RED**
+
+        Run: `npm test -- src/lookup.test.ts`
+
+        Expected: FAIL because the projection is not exported.
+
+        - [x] **Step 2: Verify and deliver**
+
+        Run: `npm test`
+
+        Run: `npx tsc --noEmit`
+
+        Expected: all commands exit zero.
+
+        - [x] **Step 3: Look at it**
+
+        Run: `npm run dev`
+        Open the page and check it by eye.
+
+        Run: `npm run lint`
+        Expected: PASS
+        """,
+    )
+    checks = [check.check for check in plan.phases[0].acceptance]
+    assert checks == ["npm test", "npx tsc --noEmit", "npm run lint"]
+
+
+@pytest.mark.parametrize(
+    ("expected", "passes"),
+    [("all commands exit zero.", True), ("exits with code 0", True), ("exit 1", False)],
+)
+def test_expected_exit_zero_passes(expected: str, passes: bool) -> None:
+    assert md.says_passes(expected) is passes
+
+
+def test_superpowers_file_role_stops_where_the_prose_begins(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### Task 1: Publish the site
+
+        **Files:**
+        - Modify: `.gitignore` only if generated `out/` or credentials are not already excluded.
+        - Create: `scripts/export.mjs`, `scripts/check.mjs` (new)
+        - Modify: `src/app/page.tsx:1-5` (add import of `HeroAnimation`)
+        """,
+    )
+    files = plan.phases[0].files
+    assert files.modify == (".gitignore", "src/app/page.tsx")
+    assert files.create == ("scripts/export.mjs", "scripts/check.mjs")
+
+
+def test_tasklist_verify_type_reads_its_files(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        ### T001: Regenerate docs
+        **File(s)**: `man/app.1`
+        **Type**: Modify / Verify
+        **Depends**: None
+
+        ### T002: Smoke test in a real browser
+        **File(s)**: `tests/fixtures/frames.html`
+        **Type**: Verify (no file changes expected)
+        **Depends**: T001
+        """,
+    )
+    first, second = plan.phases
+    assert (first.files.modify, first.reads) == (("man/app.1",), ())
+    assert (second.files.modify, second.reads) == ((), ("tests/fixtures/frames.html",))
+
+
+def test_steps_numbered_anew_under_each_phase_heading(tmp_path: Path) -> None:
+    plan = load(
+        tmp_path,
+        """
+        # Test migration
+
+        ### Phase 1: Baseline
+        *   [ ] **Step 1**: Collect the sample documents.
+        *   [ ] **Step 2**: Run the legacy tool on them.
+
+        ### Phase 2: Port
+        *   [ ] **Step 1**: Port the geometry helpers.
+            *   **Depends**: None
+        *   [ ] **Step 2**: Test the helpers.
+            *   **Depends**: Step 1
+        """,
+    )
+    assert deps(plan) == {
+        "step-1.1": (),
+        "step-1.2": ("step-1.1",),
+        "step-2.1": (),
+        "step-2.2": ("step-2.1",),
+    }

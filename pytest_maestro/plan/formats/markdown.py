@@ -24,6 +24,13 @@ _FIELD = re.compile(
 )
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])(?:\s+|$)(?:\[[ xX~-]\]\s*)?(.*)$")
 _PLACEHOLDER = re.compile(r"^\s*(?:<[^<>]*>|\[[^\[\]]*\])\s*$")
+# "[2]", "[1, 3]", "[T001, T002]", "[Phase 1, Phase 2]": a bracketed list of ids, not a template
+# placeholder such as "[Phase IDs or \"None\"]" (every item is one id, with a digit).
+_ID_LIST = re.compile(
+    r"^\s*\[\s*(?:(?:phase|step|task)\s+)?[a-z]*\d[\w./-]*"
+    r"(?:\s*[,;]\s*(?:(?:phase|step|task)\s+)?[a-z]*\d[\w./-]*)*\s*\]\s*$",
+    re.IGNORECASE,
+)
 _NONE = re.compile(r"^\W*(?:none|n/?a|nothing|-+|—)?\W*$", re.IGNORECASE)
 _GROUP = re.compile(
     r"^(phase|chunk|section|part|stage|milestone|group|wave)\s+([\w.-]*\w)", re.IGNORECASE
@@ -36,7 +43,7 @@ _FAILS = re.compile(
 _FAILS_UPPER = re.compile(r"\bFAIL")
 _PASSES = re.compile(
     r"\b(?:pass|passes|passed|passing|succeeds?|succeeded|success|successful(?:ly)?|green"
-    r"|exits?\s+(?:with\s+)?(?:code\s+|status\s+)?0)\b",
+    r"|exits?\s+(?:with\s+)?(?:code\s+|status\s+)?(?:0|zero))\b",
     re.IGNORECASE,
 )
 
@@ -150,11 +157,47 @@ def clean_path(raw: str) -> str | None:
 
 
 def paths_in(text: str) -> list[str]:
-    """The file paths of a value: its backticked spans, else comma-separated bare words."""
+    """The file paths of a value: its backticked spans, else comma- or semicolon-separated
+    bare words.
+
+    A bare part is a path when it is one word (``VERSION``), a word with a note in parentheses
+    (``Dockerfile (new)``), or starts with a word that looks like a path (``src/app.py as
+    needed``); prose such as ``existing shared helpers in src/`` names no file.
+    """
     spans = code_spans(text)
     if not spans:
-        spans = [part.split()[0] for part in text.split(",") if part.split()]
+        spans = [_bare_path(part) for part in re.split(r"[,;]", text)]
+    return [path for path in (clean_path(span) for span in spans if span) if path]
+
+
+_LEADING_SPAN = re.compile(r"\s*(?:(?:,|;|&|\+|and|or)\s*)?(`+)(.+?)\1(?:\s*\([^)]*\))?", re.I)
+
+
+def leading_paths(text: str) -> list[str]:
+    """The paths a file-role value lists before its prose begins.
+
+    ``a.py``, ``b.py`` (new) lists two files; in ``.gitignore`` only if ``out/`` is not yet
+    ignored, the second span is part of a sentence, not a file to change. A value that does not
+    open with a backticked span is read by :func:`paths_in`.
+    """
+    if not text.lstrip().startswith("`"):
+        return paths_in(text)
+    spans = []
+    position = 0
+    while match := _LEADING_SPAN.match(text, position):
+        spans.append(match.group(2).strip())
+        position = match.end()
     return [path for path in (clean_path(span) for span in spans) if path]
+
+
+def _bare_path(part: str) -> str:
+    words = part.split()
+    if not words:
+        return ""
+    first = words[0].rstrip(".:")
+    if len(words) == 1 or words[1].startswith("(") or "/" in first or "." in first:
+        return first
+    return ""
 
 
 def field(line: Line) -> tuple[str, str] | None:
@@ -224,8 +267,12 @@ def items(
 
 
 def is_placeholder(text: str) -> bool:
-    """Template text such as ``<agent-name>`` or ``[Phase IDs or "None"]``."""
-    return bool(_PLACEHOLDER.match(text))
+    """Template text such as ``<agent-name>`` or ``[Phase IDs or "None"]``.
+
+    A bracketed list of ids (``[2]``, ``[1, 3]``) is a value that real plans write, not a
+    placeholder.
+    """
+    return bool(_PLACEHOLDER.match(text)) and not _ID_LIST.match(text)
 
 
 def filled_in(value: str) -> str | None:

@@ -5,8 +5,9 @@ Sub-bullets carry the fields: ``**Depends**`` (``None``, ``Step 4, Step 5`` or `
 followed by ``(new)``, otherwise modified), ``**Verification**`` (a backticked span is the command
 that proves it; prose stays a criterion) and ``**Agent**``. A step without a ``Depends`` value
 follows the step written before it (a plan with no ``Depends`` at all runs in order, as the
-parallel-handoff protocol treats it). Ids: ``**Step 3**`` is ``step-3``; ``**2/3**`` is ``2.3``
-(``/`` would be legal in a pytest node id but reads like a path in ``-k`` and ``--deselect``).
+parallel-handoff protocol treats it). Ids: ``**Step 3**`` is ``step-3`` (``step-2.3`` under
+``### Phase 2`` when the numbering restarts in each group); ``**2/3**`` is ``2.3`` (``/`` would
+be legal in a pytest node id but reads like a path in ``-k`` and ``--deselect``).
 The heading above a step (``### Section 2: Core Logic``) becomes its tag (``section-2``).
 """
 
@@ -57,21 +58,42 @@ def read(text: str, path: Path) -> Plan:
         _read_step(lines, index, _heading_above(all_headings, heading_lines, index))
         for index in starts
     ]
+    steps, qualifiers = _qualified(steps)
     known = {step.phase.id for step in steps}
     order = md.sequential(step.phase.id for step in steps)
-    phases = tuple(_with_dependencies(step, known, order, path) for step in steps)
+    phases = tuple(
+        _with_dependencies(step, known, order, path, qualifier)
+        for step, qualifier in zip(steps, qualifiers, strict=True)
+    )
     stop = _context_stop(all_headings, starts[0]) if starts else len(lines)
     title, context = md.title_and_context(lines, path, stop)
     return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
 
 
+def _qualified(steps: list[_Step]) -> tuple[list[_Step], list[str]]:
+    """Steps numbered anew under each group heading (``### Phase 2`` holding ``Step 1`` again)
+    become ``step-2.1``; with the qualifier (``2.``) of each step, which its own Depends values
+    try first. Ids that do not repeat are kept as written."""
+    ids = [step.phase.id for step in steps]
+    if len(set(ids)) == len(ids):
+        return steps, [""] * len(steps)
+    qualified, qualifiers = [], []
+    for step in steps:
+        tag = step.phase.tags[0] if step.phase.tags else None
+        qualifier = tag.split("-", 1)[1] + "." if tag and step.phase.id.startswith("step-") else ""
+        new_id = "step-" + qualifier + step.phase.id.removeprefix("step-") if qualifier else None
+        qualified.append(replace(step, phase=replace(step.phase, id=new_id)) if new_id else step)
+        qualifiers.append(qualifier)
+    return qualified, qualifiers
+
+
 def _with_dependencies(
-    step: _Step, known: set[str], order: dict[str, tuple[str, ...]], path: Path
+    step: _Step, known: set[str], order: dict[str, tuple[str, ...]], path: Path, qualifier: str
 ) -> Phase:
     phase = step.phase
     if step.depends is None:
         return replace(phase, blocked_by=order[phase.id])
-    blocked_by = _dependencies(step.depends, known)
+    blocked_by = _dependencies(step.depends, known, qualifier)
     md.check_dependencies(step.depends, blocked_by, path, phase.line, phase.id)
     return replace(phase, blocked_by=blocked_by)
 
@@ -171,14 +193,17 @@ def _description(lines: Sequence[Line], index: int, end: int) -> str:
     return (_MARKER.sub("", first).strip() + "\n" + textwrap.dedent(rest)).strip()
 
 
-def _dependencies(value: str, known: set[str]) -> tuple[str, ...]:
-    """Ids named in a Depends value; a bare number means ``Step N`` unless that is unknown."""
+def _dependencies(value: str, known: set[str], qualifier: str = "") -> tuple[str, ...]:
+    """Ids named in a Depends value; a bare number means ``Step N`` unless that is unknown, and
+    in a plan whose numbering restarts per group, ``Step N`` of the same group first."""
     if md.is_placeholder(value) or md.is_none(value):
         return ()
     found = []
     for token in _DEP_TOKEN.findall(re.sub(r"\([^)]*\)", "", value)):
         token = token.rstrip(".")
         choices = [step_id(token), token]
+        if qualifier and "/" not in token:
+            choices.insert(0, step_id(qualifier + token))
         found.append(next((c for c in choices if c in known), choices[0]))
     return tuple(dict.fromkeys(found))
 

@@ -166,7 +166,7 @@ def _file_roles(lines: Sequence[Line], start: int, end: int, body: str) -> dict[
             role = _ROLES.get(match.group(1).lower()) if match else None
             if match is None or role is None:
                 continue
-            for path in md.paths_in(match.group(2).split("\n", 1)[0]):
+            for path in md.leading_paths(match.group(2).split("\n", 1)[0]):
                 kind = _test_role(path, body) if role == "test" else role
                 if not any(path in paths for paths in roles.values()):
                     roles[kind].append(path)
@@ -223,16 +223,25 @@ def _is_fence(text: str) -> bool:
 
 
 def _expected(lines: Sequence[Line], start: int, end: int) -> str | None:
-    """The ``Expected:`` text that follows, before the next ``Run:`` or ``**Step N**``."""
+    """The ``Expected:`` text that follows, before the next ``Run:`` or ``**Step N**``.
+
+    ``Run:`` lines written one after the other share the ``Expected:`` below the last of them
+    ("Run: `npm test`", "Run: `npm run lint`", "Expected: all commands exit zero").
+    """
+    only_runs = True  # nothing but blank lines and other Run: lines since this one
     for index in range(start, end):
         line = lines[index]
         if line.in_fence:
+            continue
+        if _RUN.match(line.text) and only_runs:
             continue
         if _RUN.match(line.text) or _STEP_HEADING.match(line.text) or md.heading(line):
             return None
         match = _EXPECTED.match(line.text)
         if match:
             return match.group(1).strip() or _next_text(lines, index + 1, end)
+        if line.text.strip():
+            only_runs = False
     return None
 
 

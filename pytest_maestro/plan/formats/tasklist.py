@@ -1,7 +1,8 @@
 """Task lists (Markdown): ``### T001: title`` headings with bold fields.
 
 Fields: ``**File(s)**`` (backticked paths), ``**Type**: Create|Modify|Delete`` (the first of these
-words applies to every file of the task; default Modify), ``**Depends**: T001, T002`` (also
+words applies to every file of the task; default Modify; a Type that names only a check, such as
+``Verify``, makes the files reads), ``**Depends**: T001, T002`` (also
 ``**Depends on:**``; ``None`` for no dependency; ``T005..T008`` ranges), ``**Agent**``, and
 ``**Acceptance**`` followed by checkbox bullets. A task without a ``Depends`` field follows the
 task written before it. Acceptance bullets are prose criteria; one becomes a command only when it
@@ -35,6 +36,11 @@ _TYPE_WORDS = {
     "edit": "modify",
     "delete": "delete",
     "remove": "delete",
+    # A task that only checks its files ("Verify (no file changes expected)") reads them.
+    "verify": "reads",
+    "verification": "reads",
+    "read": "reads",
+    "review": "reads",
 }
 _FILE_LABELS = ("file(s)", "files", "file")
 _DEPENDS_LABELS = ("depends", "depends on", "dependencies", "blocked by")
@@ -87,6 +93,7 @@ def _read_task(
     depends = next((fields[label] for label in _DEPENDS_LABELS if label in fields), None)
     acceptance = next((fields[label] for label in _ACCEPTANCE_LABELS if label in fields), None)
     tag = md.group_tag(group.text) if group else None
+    files, reads = _files(kind, tuple(dict.fromkeys(paths)))
     blocked_by = dependency_ids(depends[0]) if depends else ()
     if depends:
         line = lines[depends[1]].number
@@ -97,7 +104,8 @@ def _read_task(
         line=start.line(lines),
         agent=md.filled_in(fields.get("agent", ("", 0))[0]),
         blocked_by=blocked_by,
-        files=_files(kind, tuple(dict.fromkeys(paths))),
+        files=files,
+        reads=reads,
         acceptance=_acceptance(lines, acceptance, end) if acceptance else (),
         description=md.text_of(lines, start.index + 1, end),
         tags=(tag,) if tag else (),
@@ -116,18 +124,22 @@ def _fields(lines: Sequence[Line], start: int, end: int) -> dict[str, tuple[str,
 
 
 def _file_type(value: str) -> str:
-    for word in re.findall(r"[a-z]+", value.lower()):
-        if word in _TYPE_WORDS:
-            return _TYPE_WORDS[word]
-    return "modify"
+    """The first write kind the Type names (``Modify / Verify`` modifies), else ``reads`` when
+    it names only a check, else ``modify``."""
+    kinds = [_TYPE_WORDS[w] for w in re.findall(r"[a-z]+", value.lower()) if w in _TYPE_WORDS]
+    writes = [kind for kind in kinds if kind != "reads"]
+    return writes[0] if writes else kinds[0] if kinds else "modify"
 
 
-def _files(kind: str, paths: tuple[str, ...]) -> Files:
+def _files(kind: str, paths: tuple[str, ...]) -> tuple[Files, tuple[str, ...]]:
+    """The files a task writes, and those it only reads."""
     if kind == "create":
-        return Files(create=paths)
+        return Files(create=paths), ()
     if kind == "delete":
-        return Files(delete=paths)
-    return Files(modify=paths)
+        return Files(delete=paths), ()
+    if kind == "reads":
+        return Files(), paths
+    return Files(modify=paths), ()
 
 
 def dependency_ids(value: str) -> tuple[str, ...]:
