@@ -20,9 +20,9 @@ def breaker_verdict(
     pending = {pid for pid in selected if pid not in outcomes}
     if not failed or not pending:
         return None
-    doomed = _dependents(plan, failed) & pending
-    if len(doomed) < threshold * len(pending):
-        return None
+    doomed = dependents(plan, failed) & pending
+    if len(doomed) < threshold * len(pending) or doomed == pending:
+        return None  # below the threshold, or stopping would spare nothing that could run
     names = ", ".join(repr(pid) for pid in failed)
     return (
         f"circuit breaker: {len(doomed)} of {len(pending)} pending phases cannot run after "
@@ -30,7 +30,7 @@ def breaker_verdict(
     )
 
 
-def _dependents(plan: Plan, roots: list[str]) -> set[str]:
+def dependents(plan: Plan, roots: list[str]) -> set[str]:
     children: dict[str, list[str]] = {}
     for phase in plan.phases:
         for dep in phase.blocked_by:

@@ -129,7 +129,7 @@ class DependencyScheduling:
             if not nodeid.endswith("::" + SYNC_NAME)
         ]
         maestro.selected = set(selected)
-        refusal = maestro.nothing_to_run(selected)
+        refusal = maestro.cannot_run(selected)
         if refusal is not None:
             pytest.exit(refusal, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
         to_run = []

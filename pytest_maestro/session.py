@@ -15,7 +15,7 @@ import pytest
 
 from . import junit
 from .agents import AgentRegistry
-from .breaker import breaker_verdict
+from .breaker import FAILED, breaker_verdict, dependents
 from .collect import PhaseItem, PlanFile, SyncItem, marker_name
 from .facts import NOT_SELECTED, STATUS_WORDS, phase_facts, skip_facts
 from .ordering import stable_topological
@@ -25,7 +25,7 @@ from .plan.graph import PlanGraph
 from .prompt import build_prompt
 from .recorder import Recorder
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
-from .runtimes import get_runtime
+from .runtimes import AVAILABLE, get_runtime
 from .settings import Settings
 from .state import StateError
 
@@ -52,6 +52,7 @@ class MaestroSession:
         self.pytest_session: pytest.Session | None = None
         self.skipped_after_failure: set[str] = set()  # node ids, for --lf
         self.sync_item: SyncItem | None = None  # collected on xdist workers only
+        self.stopped_by_breaker = False
 
     # -- collection -------------------------------------------------------------------------
 
@@ -121,19 +122,24 @@ class MaestroSession:
             session.items.append(self.sync_item)
         self.selected = set(by_id)
         if not self.config.option.collectonly and not self.on_worker:
-            refusal = self.nothing_to_run(by_id)
+            refusal = self.cannot_run(by_id)
             if refusal is not None:
                 raise pytest.UsageError(refusal)
 
-    def nothing_to_run(self, selected: Iterable[str]) -> str | None:
-        """The refusal of the first selected phase that has nothing to run, or None."""
+    def cannot_run(self, selected: Iterable[str]) -> str | None:
+        """Why the first selected phase that cannot run at all cannot, or None: refused before
+        anything runs rather than failed half-way through the plan."""
         for phase_id in selected:
             phase = self.plan.phase(phase_id)
-            if not phase.run and self.runtime_name(phase) == "shell":
+            runtime = self.runtime_name(phase)
+            where = f"{_where(self.plan, phase)}: phase {phase.id!r}"
+            if runtime not in AVAILABLE:
                 return (
-                    f"{_where(self.plan, phase)}: phase {phase.id!r} has nothing to run: give it "
-                    "'run:' commands, or an agent whose runtime is an LLM CLI"
+                    f"{where} needs runtime {runtime!r} (agent {phase.agent!r}), which this "
+                    f"version does not provide; available: {', '.join(AVAILABLE)}"
                 )
+            if not phase.run and runtime == "shell":
+                return f"{where} has nothing to run: give it 'run:' commands"
         return None
 
     # -- running ----------------------------------------------------------------------------
@@ -174,12 +180,20 @@ class MaestroSession:
             plan=self.plan,
             root=self.root,
             log_dir=self.state_dir / "logs",
-            timeout=self.settings.timeout,
+            timeout=self.timeout(phase),
             check_timeout=self.settings.check_timeout,
             max_retries=self.settings.max_retries,
         )
         runner = PhaseRunner(config, get_runtime(self.runtime_name(phase)), build_prompt)
         return runner.run(phase)
+
+    def timeout(self, phase: Phase) -> float:
+        """Seconds per attempt unless the phase sets its own: the agent's ``timeout_mins``,
+        else ``--maestro-timeout``."""
+        agent = self.agents.get(phase.agent) if phase.agent else None
+        if agent is not None and agent.timeout_mins is not None:
+            return agent.timeout_mins * 60
+        return self.settings.timeout
 
     def duration(self, phase: Phase) -> float:
         """Expected seconds: the plan's estimate, else the last measured run, else 1."""
@@ -252,6 +266,8 @@ class MaestroSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
+        if self.stopped_by_breaker and not self.on_worker:
+            self._report_doomed()
         if not self.on_worker:
             junit.record_session(self.config, self.plan, self.outcomes)
             self._remember_skipped_after_failure()
@@ -291,11 +307,25 @@ class MaestroSession:
         if reason is None or self.recorder is None:
             return
         self.recorder.stop(reason)
+        self.stopped_by_breaker = True
         if self.pytest_session is not None:
             self.pytest_session.shouldstop = reason
         dsession = self.config.pluginmanager.get_plugin("dsession")
         if dsession is not None and not dsession.shouldstop:
             dsession.shouldstop = reason
+
+    def _report_doomed(self) -> None:
+        """After the breaker, the phases that failures doomed are reported skipped, as they are
+        without it: the summary, the JUnit file and ``--lf`` count them. (Under xdist the
+        scheduler has already reported them; without it the loop stopped before them.)"""
+        session = self.pytest_session
+        if session is None:
+            return
+        failed = [pid for pid, status in self.outcomes.items() if status in FAILED]
+        doomed = dependents(self.plan, failed)
+        for item in session.items:
+            if isinstance(item, PhaseItem) and item.phase.id in doomed - self.outcomes.keys():
+                self.report_skip(item.nodeid, item.phase.id)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         plan = self.plan

@@ -337,3 +337,34 @@ def test_declared_file_escaping_the_root_by_symlink_is_refused(pytester: pytest.
     )
     assert not (pytester.path / "ran").exists()
     assert "Traceback" not in result.stdout.str()
+
+
+def test_agent_timeout_bounds_its_phases(pytester: pytest.Pytester) -> None:
+    # timeout_mins of the agent applies unless the phase sets its own timeout.
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "quick.md").write_text(
+        "---\nname: quick\nruntime: shell\ntimeout_mins: 0.02\n---\nBe quick."
+    )
+    write_plan(
+        pytester,
+        [
+            phase("short", "sleep 5", agent="quick", max_retries=0),
+            phase("own", "sleep 2", agent="quick", timeout=10, max_retries=0),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-timeout=60")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["attempt 1: timed out after 1.2s: *"])
+
+
+def test_runtime_this_version_lacks_is_refused_before_running(pytester: pytest.Pytester) -> None:
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "coder.md").write_text("---\nname: coder\nruntime: claude\n---\n")
+    write_plan(pytester, [phase("a", "touch a.ran"), {"id": "b", "agent": "coder"}])
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: plan.yaml:*: phase 'b' needs runtime 'claude' (agent 'coder'), *; available: *"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "a.ran").exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.state import read_session
+from pytest_maestro.state import Status, read_session
 
 from .helpers import phase, write_plan
 
@@ -112,18 +112,73 @@ def test_circuit_breaker_stops_and_is_recorded(pytester: pytest.Pytester) -> Non
             ran("free"),
         ],
     )
-    result = pytester.runpytest("--maestro", "plan.yaml")
-    result.assert_outcomes(failed=1)
+    result = pytester.runpytest("--maestro", "plan.yaml", "-rs")
+    # The doomed phases are reported skipped; the one that could have run is not started.
+    result.assert_outcomes(failed=1, skipped=3)
     result.stdout.fnmatch_lines(
-        ["*circuit breaker: 3 of 4 pending phases cannot run after 'root' failed*"]
+        [
+            "*dependency 'root' failed",
+            "*circuit breaker: 3 of 4 pending phases cannot run after 'root' failed*",
+        ]
     )
     assert _runs(pytester.path, "free") == 0
     doc = read_session(_session(pytester.path))
     assert doc.status == "stopped"
     assert doc.stop_reason is not None and "'root' failed" in doc.stop_reason
+    assert {p.id for p in doc.phases.values() if p.status == Status.SKIPPED} == {"x", "y", "z"}
+    # --lf reruns the failure and what it doomed, not the phase the breaker spared.
+    result = pytester.runpytest("--maestro", "plan.yaml", "--lf", "--co", "-q")
+    result.stdout.fnmatch_lines(["plan.yaml::root", "plan.yaml::x", "plan.yaml::y", "*::z"])
+    assert "plan.yaml::free" not in result.stdout.str()
     # Below the threshold the session goes on.
     result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-circuit-breaker=0.9")
     result.assert_outcomes(failed=1, skipped=3, passed=1)
+
+
+def test_circuit_breaker_stops_parallel_runs_too(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            ran("root", "false", max_retries=0),
+            ran("x", blocked_by=["root"]),
+            ran("y", blocked_by=["root"]),
+            ran("z", blocked_by=["root"]),
+            ran("late", "sleep 1", blocked_by=["slow"]),
+            ran("slow", "sleep 1"),
+        ],
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
+    result.stdout.fnmatch_lines(["*circuit breaker: 3 of * pending phases cannot run*"])
+    assert _runs(pytester.path, "late") == 0
+    assert read_session(_session(pytester.path)).status == "stopped"
+
+
+@pytest.mark.parametrize(
+    ("phases", "why"),
+    [
+        ([ran("root", "false", max_retries=0), ran("x", blocked_by=["root"]), ran("free")], "3"),
+        (
+            [
+                ran("p1"),
+                ran("p2", blocked_by=["p1"]),
+                ran("p3", blocked_by=["p2"]),
+                ran("root", "false", max_retries=0, blocked_by=["p3"]),
+                ran("x", blocked_by=["root"]),
+            ],
+            "all doomed",
+        ),
+    ],
+)
+def test_circuit_breaker_stays_closed(
+    pytester: pytest.Pytester, phases: list[dict[str, object]], why: str
+) -> None:
+    # Three phases or fewer never trip it; nor does a failure that leaves nothing runnable to
+    # spare (stopping would only hide the skipped phases).
+    write_plan(pytester, phases)
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "circuit breaker" not in result.stdout.str()
+    assert read_session(_session(pytester.path)).status != "stopped"
 
 
 def test_second_run_of_a_running_plan_fails_at_once(pytester: pytest.Pytester) -> None:
@@ -164,7 +219,9 @@ def test_state_dir_outside_the_root_is_refused(pytester: pytest.Pytester) -> Non
 def test_stepwise_resumes_at_the_failed_phase(pytester: pytest.Pytester) -> None:
     write_plan(pytester, DIAMOND)
     result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
-    result.assert_outcomes(passed=1, failed=1)  # a, then b fails and stepwise stops
+    # a, then b fails and stepwise stops; so does the breaker (d of c, d is doomed), which
+    # reports d skipped
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
     (pytester.path / "fixed").touch()
     result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
     result.assert_outcomes(passed=3, deselected=1)

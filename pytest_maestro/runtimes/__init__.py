@@ -39,6 +39,10 @@ class Runtime(Protocol):
     def run(self, request: AgentRequest) -> AgentResult: ...
 
 
+# Runtimes this version provides; agents may name the others of agents.RUNTIMES already.
+AVAILABLE = ("shell",)
+
+
 def get_runtime(name: str) -> Runtime:
     from .shell import ShellRuntime
 
