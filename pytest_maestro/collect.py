@@ -73,7 +73,8 @@ class PhaseItem(pytest.Item):
         self, excinfo: ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, PhaseFailed):
-            return render_failure(self.phase, excinfo.value.outcome, self.maestro.root)
+            cwd = self.config.invocation_params.dir
+            return render_failure(self.phase, excinfo.value.outcome, cwd)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

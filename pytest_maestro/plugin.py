@@ -29,7 +29,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=ANALYZE_HELP,
     )
     for option in OPTIONS:
-        help_text = option.help + (f" [env {option.env}]" if option.env else "")
+        help_text = option.help
+        if option.default not in (None, False):
+            help_text += (
+                f" (default: {option.default:g})"
+                if option.kind in ("int", "float")
+                else (f" (default: {option.default})")
+            )
+        if option.env:
+            unit = " in minutes" if option.env_scale == 60 else ""
+            help_text += f" [env {option.env}{unit}]"
         if option.kind == "bool":
             group.addoption(
                 option.flag, action="store_true", default=False, dest=option.ini, help=help_text

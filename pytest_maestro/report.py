@@ -8,15 +8,16 @@ from .plan import Phase
 from .runner import Attempt, PhaseOutcome
 
 
-def render_failure(phase: Phase, outcome: PhaseOutcome, root: Path) -> str:
-    """The readable report of a failed or blocked phase: the last attempt in full."""
+def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
+    """The readable report of a failed or blocked phase: the last attempt in full, and its log's
+    path from ``cwd``, where the user ran pytest."""
     tries = len([a for a in outcome.attempts if a.number > 0])
     verb = "was blocked" if outcome.status == "blocked" else "failed"
     plural = "s" if tries != 1 else ""
     head = f"phase {phase.id!r} ({phase.name}) {verb}"
     lines = [head + (f" after {tries} attempt{plural}" if tries else "")]
     lines += _attempt_lines(outcome.attempts[-1])
-    lines.append(f"log: {_shown(outcome.log, root)}")
+    lines.append(f"log: {_shown(outcome.log, cwd)}")
     return "\n".join(lines)
 
 
@@ -41,8 +42,8 @@ def _tail(output: tuple[str, ...] | list[str]) -> list[str]:
     return [f"    | {line}" for line in output]
 
 
-def _shown(path: Path, root: Path) -> str:
+def _shown(path: Path, cwd: Path) -> str:
     try:
-        return str(path.relative_to(root))
+        return str(path.relative_to(cwd))
     except ValueError:
         return str(path)

@@ -23,7 +23,7 @@ from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
 from .prompt import build_prompt
-from .recorder import Recorder
+from .recorder import EARLIER, Recorder
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
 from .runtimes import AVAILABLE, get_runtime
 from .settings import Settings
@@ -53,6 +53,7 @@ class MaestroSession:
         self.skipped_after_failure: set[str] = set()  # node ids, for --lf
         self.sync_item: SyncItem | None = None  # collected on xdist workers only
         self.stopped_by_breaker = False
+        self.resumed = 0  # phases skipped in this run as completed in an earlier one
 
     # -- collection -------------------------------------------------------------------------
 
@@ -248,6 +249,8 @@ class MaestroSession:
         if facts is None:
             return
         self.outcomes[facts["phase"]] = facts["status"]
+        if str(facts.get("reason", "")).startswith(EARLIER):
+            self.resumed += 1
         if facts["status"] == "completed" and "duration" in facts:
             self.durations[facts["phase"]] = facts["duration"]
         if facts.get("after_failure"):
@@ -334,6 +337,11 @@ class MaestroSession:
         ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.resumed:
+            terminalreporter.write_line(
+                f"maestro: {self.resumed} phase(s) completed in an earlier run were not run again"
+                " (--maestro-fresh runs every phase)"
+            )
         if self.plan.warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
             for warning in self.plan.warnings:

@@ -52,7 +52,7 @@ OPTIONS: tuple[Option, ...] = (
             "steps",
         ),
     ),
-    Option("root", "project root where phases run; overrides the plan's root: (default: rootdir)"),
+    Option("root", "project root where phases run; beats the plan's root:, which beats rootdir"),
     Option(
         "timeout",
         "seconds a phase attempt may take before its process group is killed",

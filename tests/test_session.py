@@ -52,6 +52,7 @@ def test_resume_skips_completed_and_reruns_failed(pytester: pytest.Pytester) -> 
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=2, skipped=2)
     result.stdout.fnmatch_lines(["SKIPPED ?1? plan.yaml:*: completed in an earlier run at 20*"])
+    result.stdout.fnmatch_lines(["maestro: 2 phase(s) completed in an earlier run were not run *"])
     assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
     assert read_session(_session(pytester.path)).status == "completed"
 
