@@ -308,6 +308,44 @@ def test_failed_phase_skips_its_dependents_without_sending_them(
     assert run.sched.tests_finished
 
 
+def test_removed_worker_fails_its_phase_and_the_rest_runs_on(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("a", "true", files={"create": ["x.txt"]}),
+            phase("needs-a", "true", blocked_by=["a"]),
+            phase("b", "true", files={"modify": ["x.txt"]}),
+            phase("needs-b", "true", blocked_by=["b"]),
+        ]
+    )
+    run.add_workers("gw0", "gw1")
+    assert run.sent_phases() == ["a"]  # b waits for a's file
+    crashed = run.out.pop("a")
+    assert run.sched.remove_node(crashed) == PREFIX + "a"  # type: ignore[arg-type]
+    assert run.maestro.outcomes == {"a": "failed", "needs-a": "skipped"}
+    assert run.log.skipped() == {"needs-a": "Skipped: dependency 'a' failed"}
+    assert crashed not in run.sched.nodes
+
+    # The surviving worker was idle: b, no longer held back by a's file, starts on it now.
+    assert run.sent_phases() == ["a", "b"]
+    assert run.out["b"].gateway.id == "gw1"
+    run.run_to_end(first_out)
+    assert run.sent_phases() == ["a", "b", "needs-b"]
+    assert len(crashed.sent) == 1
+    assert run.sched.tests_finished
+
+
+def test_removed_idle_worker_returns_no_phase(make_run: Callable[..., Run]) -> None:
+    run = make_run([phase("a", "true")])
+    run.add_workers("gw0", "gw1")
+    idle = run.nodes["gw1"] if run.out["a"] is run.nodes["gw0"] else run.nodes["gw0"]
+    assert run.sched.remove_node(idle) is None  # type: ignore[arg-type]
+    assert run.maestro.outcomes == {}
+    run.run_to_end(first_out)
+    assert run.sched.tests_finished
+
+
 def test_max_concurrent_one_keeps_one_phase_out_on_three_workers(
     make_run: Callable[..., Run],
 ) -> None:
