@@ -92,12 +92,17 @@ class DependencyScheduling:
         raise NotImplementedError("pytest-maestro does not steal work")
 
     def remove_node(self, node: WorkerController) -> str | None:
-        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped."""
+        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped.
+
+        What the phase held back (its files, the concurrency limit) may start on idle workers now:
+        xdist schedules again only when a replacement worker has collected.
+        """
         phase_id = self.running.pop(node)
         if phase_id is None:
             return None
         self.maestro.outcomes[phase_id] = "failed"
         self._finish(phase_id)
+        self.schedule()
         return self._nodeid(phase_id)
 
     def schedule(self) -> None:

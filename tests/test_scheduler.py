@@ -1,0 +1,390 @@
+"""DependencyScheduling without processes: fake workers that record what they were sent (DESIGN §5).
+
+The session is the plugin's own, configured by pytest from a small plan; the workers are fakes in
+the style of pytest-xdist's scheduler tests. A phase's outcome reaches the controller the way a
+worker's report does: through ``pytest_runtest_logreport`` with the phase's facts attached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_maestro.collect import SESSION_KEY, SYNC_NAME
+from pytest_maestro.scheduler import DependencyScheduling
+from pytest_maestro.session import MaestroSession
+from pytest_maestro.settings import OPTIONS
+
+from .helpers import phase, write_plan
+
+PREFIX = "plan.yaml::"
+SYNC = PREFIX + SYNC_NAME
+
+
+@dataclass(frozen=True)
+class Send:
+    """One ``send_runtest_some`` call, with what was out and completed at that moment."""
+
+    worker: str
+    indices: list[int]
+    out: frozenset[str]
+    completed: frozenset[str]
+
+
+class FakeNode:
+    """A worker as the scheduler sees it: a gateway id, and the item indices it was sent."""
+
+    def __init__(self, worker: str, on_send: Callable[[FakeNode, list[int]], None]) -> None:
+        self.gateway = SimpleNamespace(id=worker)
+        self.sent: list[list[int]] = []
+        self._on_send = on_send
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.append(list(indices))
+        self._on_send(self, list(indices))
+
+    def __repr__(self) -> str:
+        return f"FakeNode({self.gateway.id})"
+
+
+class ReportLog:
+    """A plugin that keeps every report the controller sees."""
+
+    def __init__(self) -> None:
+        self.reports: list[pytest.TestReport] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.append(report)
+
+    def skipped(self) -> dict[str, str]:
+        """Phase id -> skip reason, for the phases reported skipped."""
+        found = {}
+        for report in self.reports:
+            if report.when == "setup" and report.skipped:
+                assert isinstance(report.longrepr, tuple)
+                found[report.nodeid.removeprefix(PREFIX)] = report.longrepr[2]
+        return found
+
+
+@dataclass
+class Run:
+    """A scheduler on fake workers, and the controller's view of what is out where."""
+
+    maestro: MaestroSession
+    sched: DependencyScheduling
+    collection: list[str]
+    log: ReportLog
+    nodes: dict[str, FakeNode] = field(default_factory=dict)
+    out: dict[str, FakeNode] = field(default_factory=dict)  # phase -> worker, in send order
+    completed: set[str] = field(default_factory=set)
+    sends: list[Send] = field(default_factory=list)
+
+    def index(self, phase_id: str) -> int:
+        return self.collection.index(PREFIX + phase_id)
+
+    @property
+    def sync_index(self) -> int:
+        return self.collection.index(SYNC)
+
+    def add_workers(self, *workers: str, collection: list[str] | None = None) -> None:
+        """Workers join, then each collects (the plan unless told otherwise) and xdist schedules."""
+        for worker in workers:
+            node = FakeNode(worker, self._sent)
+            self.nodes[worker] = node
+            self.sched.add_node(node)  # type: ignore[arg-type]
+        for worker in workers:
+            ids = self.collection if collection is None else collection
+            self.sched.add_node_collection(self.nodes[worker], ids)  # type: ignore[arg-type]
+            if self.sched.collection_is_completed:
+                self.sched.schedule()
+
+    def _sent(self, node: FakeNode, indices: list[int]) -> None:
+        self.sends.append(
+            Send(node.gateway.id, indices, frozenset(self.out), frozenset(self.completed))
+        )
+        if indices and 0 <= indices[0] < len(self.collection):
+            self.out[self.collection[indices[0]].removeprefix(PREFIX)] = node
+
+    def finish(self, phase_id: str, status: str = "completed") -> None:
+        """The worker reports the phase's outcome, then the end of its run protocol."""
+        node = self.out.pop(phase_id)
+        self.report(phase_id, status, node)
+        if status == "completed":
+            self.completed.add(phase_id)
+        self.sched.mark_test_complete(node, self.index(phase_id))  # type: ignore[arg-type]
+
+    def report(self, phase_id: str, status: str, node: FakeNode) -> None:
+        nodeid = PREFIX + phase_id
+        location = ("plan.yaml", 0, f"phase {phase_id}")
+        outcome = "passed" if status == "completed" else "failed"
+        longrepr = None if outcome == "passed" else "phase failed"
+        report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, "call")
+        report.maestro = {  # type: ignore[attr-defined]
+            "phase": phase_id,
+            "status": status,
+            "worker": node.gateway.id,
+        }
+        self.maestro.config.hook.pytest_runtest_logreport(report=report)
+
+    def run_to_end(self, pick: Callable[[list[str]], str], limit: int = 100) -> None:
+        for _ in range(limit):
+            if not self.out:
+                break
+            self.finish(pick(list(self.out)))
+        assert not self.out
+
+    def sent_phases(self) -> list[str]:
+        return [self.collection[s.indices[0]].removeprefix(PREFIX) for s in self.sends]
+
+
+@pytest.fixture
+def make_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Run]]:
+    for option in OPTIONS:
+        if option.env:
+            monkeypatch.delenv(option.env, raising=False)
+
+    def make(phases: list[dict[str, Any]], *args: str) -> Run:
+        write_plan(pytester, phases)
+        # The terminal reporter needs a running session; nothing here reads its output.
+        config = pytester.parseconfigure("--maestro", "plan.yaml", "-p", "no:terminal", *args)
+        maestro = config.stash[SESSION_KEY]
+        log = ReportLog()
+        config.pluginmanager.register(log, "test-report-log")
+        # What each worker collects: the phases in run order, then the hidden sync item.
+        collection = [PREFIX + p.id for p in maestro.run_order()] + [SYNC]
+        return Run(maestro, DependencyScheduling(config, maestro), collection, log)
+
+    yield make
+
+
+def first_out(out: list[str]) -> str:
+    return out[0]
+
+
+def last_out(out: list[str]) -> str:
+    return out[-1]
+
+
+def by_name(out: list[str]) -> str:
+    return min(out)
+
+
+ORDERS = [first_out, last_out, by_name]
+
+# Dependencies, write/write and write/read conflicts, and exclusive phases, some ready at once.
+DAG = [
+    phase("a", "true", files={"create": ["shared.txt"]}),
+    phase("b", "true"),
+    phase("c", "true", blocked_by=["a"]),
+    phase("d", "true", blocked_by=["a"], files={"modify": ["shared.txt"]}),
+    phase("e", "true", blocked_by=["b"], reads=["shared.txt"]),
+    phase("f", "true", blocked_by=["b"]),
+    phase("g", "true", blocked_by=["c", "d"]),
+    phase("h", "true", blocked_by=["e", "f"], parallel=False),
+    phase("i", "true"),
+    phase("j", "true", blocked_by=["g", "h", "i"]),
+    phase("k", "true", files={"create": ["other.txt"]}),
+    phase("l", "true", files={"modify": ["other.txt"]}),
+    phase("m", "true", reads=["other.txt"]),
+    phase("solo", "true", parallel=False),
+]
+BY_ID = {p["id"]: p for p in DAG}
+
+
+def writes(phase_id: str) -> set[str]:
+    files = BY_ID[phase_id].get("files", {})
+    return {path for paths in files.values() for path in paths}
+
+
+def reads(phase_id: str) -> set[str]:
+    return set(BY_ID[phase_id].get("reads", []))
+
+
+@pytest.fixture(params=ORDERS, ids=lambda order: order.__name__)
+def dag_run(request: pytest.FixtureRequest, make_run: Callable[..., Run]) -> Run:
+    """The DAG run to its end on three workers, phases completing in the given order."""
+    run = make_run(DAG)
+    run.add_workers("gw0", "gw1", "gw2")
+    assert run.sends, "three idle workers and ready phases, yet nothing was sent"
+    run.run_to_end(request.param)
+    return run
+
+
+def test_every_send_is_one_phase_then_the_sync_item(dag_run: Run) -> None:
+    phase_indices = {dag_run.index(p["id"]) for p in DAG}
+    for send in dag_run.sends:
+        assert len(send.indices) == 2, send
+        assert send.indices[0] in phase_indices, send
+        assert send.indices[1] == dag_run.sync_index, send
+    assert sorted(dag_run.sent_phases()) == sorted(BY_ID), "each phase sent exactly once"
+    assert dag_run.sched.tests_finished
+    assert not dag_run.sched.has_pending
+
+
+def test_phase_is_sent_only_after_its_dependencies_completed(dag_run: Run) -> None:
+    for send, phase_id in zip(dag_run.sends, dag_run.sent_phases(), strict=True):
+        missing = set(BY_ID[phase_id].get("blocked_by", [])) - send.completed
+        assert not missing, f"{phase_id} sent before {missing} completed"
+
+
+def test_conflicting_phases_are_never_out_together(dag_run: Run) -> None:
+    for send, phase_id in zip(dag_run.sends, dag_run.sent_phases(), strict=True):
+        for other in send.out:
+            assert not writes(phase_id) & (writes(other) | reads(other)), (phase_id, other)
+            assert not reads(phase_id) & writes(other), (phase_id, other)
+
+
+def test_exclusive_phase_is_out_alone(dag_run: Run) -> None:
+    exclusive = {p["id"] for p in DAG if p.get("parallel") is False}
+    for send, phase_id in zip(dag_run.sends, dag_run.sent_phases(), strict=True):
+        if phase_id in exclusive:
+            assert not send.out, f"{phase_id} sent while {set(send.out)} were out"
+        else:
+            assert not send.out & exclusive, f"{phase_id} sent beside {send.out & exclusive}"
+
+
+def test_idle_worker_gets_work_when_the_phase_completes_not_the_sync_item(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("a", "true", files={"create": ["x.txt"]}),
+            phase("b", "true", blocked_by=["a"]),
+            phase("c", "true", files={"modify": ["x.txt"]}),
+        ]
+    )
+    run.add_workers("gw0", "gw1")
+    assert run.sent_phases() == ["a"]  # b waits for a, c for a's file: gw1 stays idle
+    node = run.out["a"]
+
+    # The worker ran a and now runs the sync item: a's outcome and completion already came.
+    run.report("a", "completed", node)
+    run.sched.mark_test_complete(node, run.sync_index)  # type: ignore[arg-type]
+    assert run.sent_phases() == ["a"], "completing the sync item started something"
+    assert not run.log.skipped()
+
+    run.out.pop("a")
+    run.completed.add("a")
+    run.sched.mark_test_complete(node, run.index("a"))  # type: ignore[arg-type]
+    assert sorted(run.sent_phases()) == ["a", "b", "c"], "ready phases waited"
+    assert {run.out["b"].gateway.id, run.out["c"].gateway.id} == {"gw0", "gw1"}
+
+    # A sync completion on a busy worker changes nothing either.
+    run.sched.mark_test_complete(run.out["b"], run.sync_index)  # type: ignore[arg-type]
+    run.run_to_end(first_out)
+    assert run.maestro.outcomes == dict.fromkeys("abc", "completed")
+    assert run.sched.tests_finished
+
+
+def test_failed_phase_skips_its_dependents_without_sending_them(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("bad", "true"),
+            phase("after", "true", blocked_by=["bad"]),
+            phase("later", "true", blocked_by=["after"]),
+            phase("free", "true"),
+            phase("free2", "true", blocked_by=["free"]),
+        ]
+    )
+    run.add_workers("gw0", "gw1")
+    assert sorted(run.sent_phases()) == ["bad", "free"]
+    run.finish("bad", "failed")
+    assert run.log.skipped() == {
+        "after": "Skipped: dependency 'bad' failed",
+        "later": "Skipped: dependency 'after' was skipped",
+    }
+    assert run.maestro.outcomes == {"bad": "failed", "after": "skipped", "later": "skipped"}
+    assert not run.sched.tests_finished  # free still runs
+    run.run_to_end(first_out)
+    assert sorted(run.sent_phases()) == ["bad", "free", "free2"]
+    assert run.sched.tests_finished
+
+
+def test_removed_worker_fails_its_phase_and_the_rest_runs_on(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("a", "true", files={"create": ["x.txt"]}),
+            phase("needs-a", "true", blocked_by=["a"]),
+            phase("b", "true", files={"modify": ["x.txt"]}),
+            phase("needs-b", "true", blocked_by=["b"]),
+        ]
+    )
+    run.add_workers("gw0", "gw1")
+    assert run.sent_phases() == ["a"]  # b waits for a's file
+    crashed = run.out.pop("a")
+    assert run.sched.remove_node(crashed) == PREFIX + "a"  # type: ignore[arg-type]
+    assert run.maestro.outcomes == {"a": "failed", "needs-a": "skipped"}
+    assert run.log.skipped() == {"needs-a": "Skipped: dependency 'a' failed"}
+    assert crashed not in run.sched.nodes
+
+    # The surviving worker was idle: b, no longer held back by a's file, starts on it now.
+    assert run.sent_phases() == ["a", "b"]
+    assert run.out["b"].gateway.id == "gw1"
+    run.run_to_end(first_out)
+    assert run.sent_phases() == ["a", "b", "needs-b"]
+    assert len(crashed.sent) == 1
+    assert run.sched.tests_finished
+
+
+def test_removed_idle_worker_returns_no_phase(make_run: Callable[..., Run]) -> None:
+    run = make_run([phase("a", "true")])
+    run.add_workers("gw0", "gw1")
+    idle = run.nodes["gw1"] if run.out["a"] is run.nodes["gw0"] else run.nodes["gw0"]
+    assert run.sched.remove_node(idle) is None  # type: ignore[arg-type]
+    assert run.maestro.outcomes == {}
+    run.run_to_end(first_out)
+    assert run.sched.tests_finished
+
+
+def test_max_concurrent_one_keeps_one_phase_out_on_three_workers(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("a", "true"),
+            phase("b", "true"),
+            phase("c", "true"),
+            phase("d", "true", blocked_by=["a"]),
+        ],
+        "--maestro-max-concurrent=1",
+    )
+    run.add_workers("gw0", "gw1", "gw2")
+    assert len(run.sends) == 1
+    run.run_to_end(first_out)
+    assert all(not send.out for send in run.sends)
+    assert sorted(run.sent_phases()) == ["a", "b", "c", "d"]
+    assert run.sched.tests_finished
+
+
+@pytest.mark.parametrize("collected", [[], [PREFIX + "a"]], ids=["nothing", "no-sync-item"])
+def test_collection_without_the_sync_item_runs_nothing(
+    make_run: Callable[..., Run], collected: list[str]
+) -> None:
+    run = make_run([phase("a", "true"), phase("b", "true")])
+    run.add_workers("gw0", "gw1", collection=collected)
+    assert run.sched.collection_is_completed
+    run.sched.schedule()
+    assert run.sends == []
+    assert run.sched.tests_finished
+    assert not run.sched.has_pending
+
+
+def test_worker_with_a_different_collection_is_a_usage_error(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run([phase("a", "true"), phase("b", "true")])
+    run.add_workers("gw0")
+    other = FakeNode("gw1", lambda node, indices: None)
+    run.sched.add_node(other)  # type: ignore[arg-type]
+    with pytest.raises(pytest.UsageError, match="worker gw1 collected a different plan"):
+        run.sched.add_node_collection(other, run.collection[1:])  # type: ignore[arg-type]
