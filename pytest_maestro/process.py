@@ -72,6 +72,7 @@ def run_process(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        record_group(groups_file(log), proc.pid)
         timed_out = False
         try:
             if stdin is not None:
@@ -144,6 +145,71 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=KILL_GRACE)
     _signal_group(proc.pid, signal.SIGKILL)  # children that ignored SIGTERM or outlived the leader
     proc.wait()
+
+
+# -- groups a killed run left behind ------------------------------------------------------------
+#
+# Commands lead sessions of their own so that a timeout can end their whole tree, which also puts
+# them out of reach of a signal to pytest's process group: a run killed with SIGKILL leaves them
+# running. Each group is recorded beside its phase's log, so that the next run of the plan can end
+# what a phase it resets still has running before it restores that phase's files.
+
+
+def groups_file(log: Path) -> Path:
+    return log.with_suffix(".groups")
+
+
+def record_group(path: Path, pid: int) -> None:
+    with path.open("a") as out:
+        out.write(f"{pid} {_start_ticks(pid)}\n")
+
+
+def end_recorded_groups(path: Path) -> list[int]:
+    """SIGKILL the process groups recorded in ``path`` that still exist; the pgids ended.
+
+    A pid is not reused while a group of that id exists, so a live member of group N belongs to
+    the recorded group unless N's leader is alive with another start time (N was reused after
+    the group ended). Where start times cannot be read, a live leader is left alone.
+    """
+    ended: list[int] = []
+    try:
+        lines = path.read_text().split("\n")
+    except OSError:
+        return ended
+    for line in lines:
+        pid_text, _, ticks = line.partition(" ")
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        now = _start_ticks(pid)
+        if now is not None and now != ticks:
+            continue  # reused: the leader is another process now
+        if now is None and _exists(pid):
+            continue  # alive, but its start time is unknown: not ours to kill
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+            ended.append(pid)
+    path.unlink(missing_ok=True)
+    return ended
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the name may hold spaces
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -11,16 +11,21 @@ from typing import Any
 
 from .files import restore_from_git
 from .plan import Phase, Plan
+from .process import end_recorded_groups, groups_file
+from .runner import log_path
 from .state import SessionStore, Status
 
 EARLIER = "completed in an earlier run"
 
 
 class Recorder:
-    def __init__(self, store: SessionStore, root: Path) -> None:
+    def __init__(self, store: SessionStore, root: Path, log_dir: Path) -> None:
         self.store = store
         self.root = root
-        # Files of phases a killed run left half-done, put back from git before anything runs.
+        # Phases a killed run left half-done: what they still run is ended, then their files
+        # are put back from git, before anything runs.
+        for phase in store.interrupted:
+            end_recorded_groups(groups_file(log_path(log_dir, phase.id)))
         self.restored = [
             path
             for phase in store.interrupted
@@ -29,7 +34,8 @@ class Recorder:
 
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
-        return cls(SessionStore.open(state_dir, plan, root, fresh=fresh), root)
+        store = SessionStore.open(state_dir, plan, root, fresh=fresh)
+        return cls(store, root, state_dir / "logs")
 
     def completed_earlier(self, phase_id: str) -> str | None:
         return self.store.completed_earlier(phase_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .files import FileSnapshot, OutsideRoot, file_problems
 from .plan import Phase, Plan
-from .process import run_process
+from .process import groups_file, run_process
 from .runtimes import AgentRequest, AgentResult, Runtime
 
 
@@ -78,6 +78,7 @@ class PhaseRunner:
         log = log_path(cfg.log_dir, phase.id)
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
+        groups_file(log).unlink(missing_ok=True)  # groups of an earlier run of the phase ended
         started = time.time()
         blocked = self._preflight(phase, log)
         if blocked is not None:

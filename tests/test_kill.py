@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_maestro.process import end_recorded_groups, record_group
 from pytest_maestro.state import Status, read_session
 
 from .helpers import write_plan
@@ -85,3 +86,48 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
     for pid, count in done_before.items():
         assert runs[pid] == count, f"{pid} was completed, yet ran again"
     assert done_before, "no kill came late enough to find a completed phase"
+
+
+def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.Pytester) -> None:
+    # Commands lead their own sessions, so SIGKILL to pytest's group does not reach them; the
+    # next run must end them before it runs their phase again, or two copies would write at once.
+    run = ['echo "start $$" >> phase.log; sleep 2; echo "end $$" >> phase.log']
+    write_plan(pytester, [{"id": "slow", "run": run, "max_retries": 0}])
+    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
+    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    killed = subprocess.Popen(
+        command,
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log = pytester.path / "phase.log"
+    deadline = time.monotonic() + 30
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    result = subprocess.run(command, cwd=pytester.path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:]
+    time.sleep(0.5)  # past the moment the orphan's sleep would have ended
+    lines = log.read_text().split("\n")
+    first, second = (line.split()[1] for line in lines if line.startswith("start"))
+    assert f"end {second}" in lines
+    assert f"end {first}" not in lines, "the killed run's command ran on beside the new one"
+
+
+def test_only_the_recorded_group_is_ended(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        groups = tmp_path / "phase.groups"
+        groups.write_text(f"{sleeper.pid} 1\n")  # the same pid, another start time: reused
+        assert end_recorded_groups(groups) == []
+        assert sleeper.poll() is None and not groups.exists()
+        record_group(groups, sleeper.pid)
+        assert end_recorded_groups(groups) == [sleeper.pid]
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        sleeper.kill()
+        sleeper.wait()
