@@ -93,23 +93,8 @@ def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.P
     # next run must end them before it runs their phase again, or two copies would write at once.
     run = ['echo "start $$" >> phase.log; sleep 2; echo "end $$" >> phase.log']
     write_plan(pytester, [{"id": "slow", "run": run, "max_retries": 0}])
-    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
-    killed = subprocess.Popen(
-        command,
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     log = pytester.path / "phase.log"
-    deadline = time.monotonic() + 30
-    while not log.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
-    result = subprocess.run(command, cwd=pytester.path, env=env, capture_output=True, text=True)
+    result = _kill_once_started_then_rerun(pytester.path, log)
     assert result.returncode == 0, result.stdout[-2000:]
     time.sleep(0.5)  # past the moment the orphan's sleep would have ended
     lines = log.read_text().split("\n")
@@ -131,3 +116,47 @@ def test_only_the_recorded_group_is_ended(tmp_path: Path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def _kill_once_started_then_rerun(root: Path, started: Path) -> subprocess.CompletedProcess[str]:
+    """Run the plan, SIGKILL pytest's process group once ``started`` exists, run it again."""
+    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
+    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    killed = subprocess.Popen(
+        command,
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+
+
+def test_files_of_an_interrupted_phase_are_restored_from_git(pytester: pytest.Pytester) -> None:
+    root = pytester.path
+    (root / "data.txt").write_text("original\n")
+    (root / ".gitignore").write_text(".maestro/\nseen.log\nstarted\n")
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"],
+    ):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    # The phase records what it finds, then leaves its file half-written when killed.
+    run = [
+        "cat data.txt >> seen.log",
+        "echo half >> data.txt; touch started; sleep 1",
+        "echo done >> data.txt",
+    ]
+    write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
+    result = _kill_once_started_then_rerun(root, root / "started")
+    assert result.returncode == 0, result.stdout[-2000:]
+    # The rerun found the file as git had it, not as the killed attempt left it.
+    assert (root / "seen.log").read_text() == "original\noriginal\n"
+    assert (root / "data.txt").read_text() == "original\nhalf\ndone\n"
