@@ -155,6 +155,136 @@ def test_readme_options_table_matches_the_options() -> None:
         ), option.flag
 
 
+# -- bad values --------------------------------------------------------------------------------
+
+BAD = [
+    # (id, command-line arguments, environment, ini lines, expected error line)
+    (
+        "cli-negative",
+        ["--maestro-max-retries=-1"],
+        {},
+        "",
+        "ERROR: --maestro-max-retries must be >= 0, got -1",
+    ),
+    (
+        "cli-zero-timeout",
+        ["--maestro-timeout=0"],
+        {},
+        "",
+        "ERROR: --maestro-timeout must be > 0, got 0.0",
+    ),
+    (
+        "cli-not-a-number",
+        ["--maestro-max-retries=x"],
+        {},
+        "",
+        "*argument --maestro-max-retries: invalid int value: 'x'",
+    ),
+    (
+        "cli-unknown-choice",
+        ["--maestro-schedule=later"],
+        {},
+        "",
+        "*argument --maestro-schedule: invalid choice: 'later' (choose from *dag*waves*)",
+    ),
+    (
+        "env-negative",
+        [],
+        {"MAESTRO_MAX_RETRIES": "-1"},
+        "",
+        "ERROR: environment MAESTRO_MAX_RETRIES must be >= 0, got -1",
+    ),
+    (
+        "env-negative-minutes",
+        [],
+        {"MAESTRO_AGENT_TIMEOUT": "-2"},
+        "",
+        "ERROR: environment MAESTRO_AGENT_TIMEOUT must be > 0, got -2",
+    ),
+    (
+        "env-negative-concurrency",
+        [],
+        {"MAESTRO_MAX_CONCURRENT": "-3"},
+        "",
+        "ERROR: environment MAESTRO_MAX_CONCURRENT must be >= 0, got -3",
+    ),
+    (
+        "env-not-a-number",
+        [],
+        {"MAESTRO_STAGGER_DELAY": "soon"},
+        "",
+        "ERROR: environment MAESTRO_STAGGER_DELAY: expected float, got 'soon'",
+    ),
+    (
+        "ini-negative",
+        [],
+        {},
+        "maestro_stagger = -0.5",
+        "ERROR: ini maestro_stagger must be >= 0, got -0.5",
+    ),
+    (
+        "ini-out-of-range",
+        [],
+        {},
+        "maestro_circuit_breaker = 2",
+        "ERROR: ini maestro_circuit_breaker must be between 0 and 1, got 2",
+    ),
+    (
+        "ini-not-a-number",
+        [],
+        {},
+        "maestro_timeout = soon",
+        "ERROR: ini maestro_timeout: expected float, got 'soon'",
+    ),
+    (
+        "ini-unknown-choice",
+        [],
+        {},
+        "maestro_schedule = later",
+        "ERROR: ini maestro_schedule: 'later' is not one of dag, waves",
+    ),
+    (
+        "ini-not-a-bool",
+        [],
+        {},
+        "maestro_fresh = maybe",
+        "ERROR: ini maestro_fresh: expected bool, got 'maybe'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "ini", "expected"), [case[1:] for case in BAD], ids=[case[0] for case in BAD]
+)
+@pytest.mark.parametrize("analyze", [False, True], ids=["run", "analyze"])
+def test_bad_value_is_a_one_line_error_naming_its_source(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    ini: str,
+    expected: str,
+    analyze: bool,
+) -> None:
+    write_plan(pytester, [phase("a", "touch ran.txt")])
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if ini:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+    extra = ["--maestro-analyze"] if analyze else []
+    result = pytester.runpytest("--maestro", "plan.yaml", *args, *extra)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if "error" in line.lower()]
+    if args and "=" in args[0] and "invalid" in expected:  # argparse's usage error
+        result.stderr.fnmatch_lines([expected])
+    else:
+        assert len(errors) == 1, result.stderr.lines
+        pytest.LineMatcher(errors).fnmatch_lines([expected])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "ran.txt").exists()
+    assert not (pytester.path / ".maestro").exists()
+
+
 # -- the state dir -----------------------------------------------------------------------------
 
 
