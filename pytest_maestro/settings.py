@@ -128,41 +128,45 @@ class Settings:
             "plan": Path(config.getoption("maestro")),
             "analyze": config.getoption("maestro_analyze"),
         }
+        origins: dict[str, tuple[str, str]] = {}
         for option in OPTIONS:
-            values[option.name] = _resolve(option, config, env)
+            values[option.name], origins[option.name] = _resolve(option, config, env)
         settings = cls(**values)
-        settings._check()
+        settings._check(origins)
         return settings
 
-    def _check(self) -> None:
+    def _check(self, origins: Mapping[str, tuple[str, str]]) -> None:
+        """``origins``: per field, where its value came from and the value as written there."""
+
+        def bad(name: str, rule: str) -> SettingsError:
+            source, raw = origins[name]
+            return SettingsError(f"{source} must be {rule}, got {raw}")
+
         for name in ("timeout", "check_timeout"):
             if getattr(self, name) <= 0:
-                raise SettingsError(f"{_option(name).flag} must be > 0, got {getattr(self, name)}")
-        for name in ("max_retries", "max_concurrent"):
+                raise bad(name, "> 0")
+        for name in ("max_retries", "max_concurrent", "stagger"):
             if getattr(self, name) < 0:
-                raise SettingsError(f"{_option(name).flag} must be >= 0, got {getattr(self, name)}")
-        if self.stagger < 0:
-            raise SettingsError(f"--maestro-stagger must be >= 0, got {self.stagger}")
+                raise bad(name, ">= 0")
         if not 0 <= self.circuit_breaker <= 1:
-            raise SettingsError(
-                f"--maestro-circuit-breaker must be between 0 and 1, got {self.circuit_breaker}"
-            )
+            raise bad("circuit_breaker", "between 0 and 1")
 
 
-def _option(name: str) -> Option:
-    return next(o for o in OPTIONS if o.name == name)
-
-
-def _resolve(option: Option, config: pytest.Config, env: Mapping[str, str]) -> Any:
+def _resolve(
+    option: Option, config: pytest.Config, env: Mapping[str, str]
+) -> tuple[Any, tuple[str, str]]:
+    """The option's value, and where it came from with the value as written there."""
     cli = config.getoption("maestro_" + option.name)
     if cli is not None and cli is not False:
-        return cli
+        return cli, (option.flag, str(cli))
     if option.env and env.get(option.env, "").strip():
-        return _convert(option, env[option.env].strip(), f"environment {option.env}")
+        source, raw = f"environment {option.env}", env[option.env].strip()
+        return _convert(option, raw, source), (source, raw)
     ini = config.getini(option.ini)
     if ini not in ("", None, []):
-        return _convert(option, str(ini).strip(), f"ini {option.ini}")
-    return option.default
+        source, raw = f"ini {option.ini}", str(ini).strip()
+        return _convert(option, raw, source), (source, raw)
+    return option.default, (option.flag, str(option.default))
 
 
 def _convert(option: Option, raw: str, source: str) -> Any:
