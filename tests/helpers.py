@@ -8,6 +8,19 @@ from typing import Any
 import pytest
 import yaml
 
+# The keys of each phase in `--maestro-analyze=json`, in order: scripts and CI rely on them.
+ANALYSIS_PHASE_KEYS = [
+    "id",
+    "name",
+    "agent",
+    "blocked_by",
+    "files",
+    "reads",
+    "acceptance",
+    "run",
+    "line",
+]
+
 
 def write_plan(pytester: pytest.Pytester, phases: list[dict[str, Any]], **top: Any) -> Path:
     """A native YAML plan ``plan.yaml`` in the pytester directory."""

@@ -15,6 +15,8 @@ from pytest_maestro.analysis import FORMATS, analysis_dict, mermaid_id, mermaid_
 from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Check, Files, Phase, Plan
 
+from .helpers import ANALYSIS_PHASE_KEYS
+
 
 def sample_plan() -> Plan:
     """Two branches sharing a file, a read/write overlap, a redundant dependency, a serial tail."""
@@ -85,17 +87,7 @@ def test_json_has_exactly_the_documented_shape() -> None:
     assert data["plan"] == str(Path("plans/sample.yaml"))
     assert data["format"] == "native"
     for phase in data["phases"]:
-        assert list(phase) == [
-            "id",
-            "name",
-            "agent",
-            "blocked_by",
-            "files",
-            "reads",
-            "acceptance",
-            "run",
-            "line",
-        ]
+        assert list(phase) == ANALYSIS_PHASE_KEYS
         assert list(phase["files"]) == ["create", "modify", "delete"]
         assert all(isinstance(v, list) for v in phase["files"].values())
         assert isinstance(phase["line"], int)

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan
 
-from .helpers import phase, write_plan
+from .helpers import ANALYSIS_PHASE_KEYS, phase, write_plan
 
 # b and c after a; d after b and c, and after a again (redundant: implied through b).
 DIAMOND = [
@@ -83,17 +83,7 @@ def test_analyze_json_has_the_documented_keys_and_runs_nothing(pytester: pytest.
     assert isinstance(phases, list)
     assert [p["id"] for p in phases] == ["a", "b", "c", "d"]
     for entry in phases:
-        assert list(entry) == [
-            "id",
-            "name",
-            "agent",
-            "blocked_by",
-            "files",
-            "reads",
-            "acceptance",
-            "run",
-            "line",
-        ]
+        assert list(entry) == ANALYSIS_PHASE_KEYS
         assert list(entry["files"]) == ["create", "modify", "delete"]
     assert [p["files"] for p in phases[:3]] == [
         {"create": ["a.txt"], "modify": [], "delete": []},
