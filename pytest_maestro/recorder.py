@@ -19,8 +19,9 @@ EARLIER = "completed in an earlier run"
 
 
 class Recorder:
-    def __init__(self, store: SessionStore, root: Path, log_dir: Path) -> None:
+    def __init__(self, store: SessionStore, plan: Plan, root: Path, log_dir: Path) -> None:
         self.store = store
+        self.plan = plan
         self.root = root
         # Phases a killed run left half-done: what they still run is ended, then their files
         # are put back from git, before anything runs.
@@ -35,7 +36,7 @@ class Recorder:
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
         store = SessionStore.open(state_dir, plan, root, fresh=fresh)
-        return cls(store, root, state_dir / "logs")
+        return cls(store, plan, root, state_dir / "logs")
 
     def completed_earlier(self, phase_id: str) -> str | None:
         return self.store.completed_earlier(phase_id)
@@ -68,6 +69,11 @@ class Recorder:
             record["completed"] = facts["finished"]
         if facts.get("result"):
             record["result"] = facts["result"]
+        if status is Status.COMPLETED:  # its declared files passed the spot check
+            files = self.plan.phase(phase_id).files
+            record.update(
+                files_created=files.create, files_modified=files.modify, files_deleted=files.delete
+            )
         self.store.record(phase_id, status, **record)
 
     def stop(self, reason: str) -> None:

@@ -243,3 +243,28 @@ def test_failed_first_keeps_dependency_order(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["plan.yaml::b PASSED*", "plan.yaml::a PASSED*", "plan.yaml::c PASSED*"]
     )
+
+
+def test_completed_phase_records_its_declared_files(pytester: pytest.Pytester) -> None:
+    write_plan(
+        pytester,
+        [
+            phase(
+                "make",
+                "echo new > new.txt; echo more >> old.txt; rm gone.txt",
+                files={"create": ["new.txt"], "modify": ["old.txt"], "delete": ["gone.txt"]},
+            ),
+            phase("broken", "false", files=["old.txt"], max_retries=0),
+        ],
+    )
+    (pytester.path / "old.txt").write_text("old\n")
+    (pytester.path / "gone.txt").write_text("bye\n")
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1, failed=1)
+    doc = read_session(_session(pytester.path))
+    made = doc.phases["make"]
+    assert (made.files_created, made.files_modified, made.files_deleted) == (
+        ("new.txt",),
+        ("old.txt",),
+        ("gone.txt",),
+    )
+    assert doc.phases["broken"].files_modified == ()  # a failed phase claims nothing
