@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 import yaml
 
-# The keys of each phase in `--maestro-analyze=json`, in order: scripts and CI rely on them.
+# The keys of `--maestro-analyze=json` and of each of its phases, in order: scripts rely on them.
+ANALYSIS_KEYS = [
+    "plan",
+    "format",
+    "phases",
+    "waves",
+    "chunks",
+    "critical_path",
+    "profile",
+    "warnings",
+]
 ANALYSIS_PHASE_KEYS = [
     "id",
     "name",

@@ -15,7 +15,7 @@ from pytest_maestro.analysis import FORMATS, analysis_dict, mermaid_id, mermaid_
 from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Check, Files, Phase, Plan
 
-from .helpers import ANALYSIS_PHASE_KEYS
+from .helpers import ANALYSIS_KEYS, ANALYSIS_PHASE_KEYS
 
 
 def sample_plan() -> Plan:
@@ -74,16 +74,7 @@ def sample_plan() -> Plan:
 
 def test_json_has_exactly_the_documented_shape() -> None:
     data = json.loads(render(sample_plan(), "json"))
-    assert list(data) == [
-        "plan",
-        "format",
-        "phases",
-        "waves",
-        "chunks",
-        "critical_path",
-        "profile",
-        "warnings",
-    ]
+    assert list(data) == ANALYSIS_KEYS
     assert data["plan"] == str(Path("plans/sample.yaml"))
     assert data["format"] == "native"
     for phase in data["phases"]:

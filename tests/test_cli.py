@@ -11,7 +11,7 @@ import pytest
 
 from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan
 
-from .helpers import ANALYSIS_PHASE_KEYS, phase, write_plan
+from .helpers import ANALYSIS_KEYS, ANALYSIS_PHASE_KEYS, phase, write_plan
 
 # b and c after a; d after b and c, and after a again (redundant: implied through b).
 DIAMOND = [
@@ -69,16 +69,7 @@ def analyze_json(pytester: pytest.Pytester, plan: str, *args: str) -> dict[str, 
 def test_analyze_json_has_the_documented_keys_and_runs_nothing(pytester: pytest.Pytester) -> None:
     write_plan(pytester, DIAMOND)
     document = analyze_json(pytester, "plan.yaml")
-    assert list(document) == [
-        "plan",
-        "format",
-        "phases",
-        "waves",
-        "chunks",
-        "critical_path",
-        "profile",
-        "warnings",
-    ]
+    assert list(document) == ANALYSIS_KEYS
     phases = document["phases"]
     assert isinstance(phases, list)
     assert [p["id"] for p in phases] == ["a", "b", "c", "d"]
