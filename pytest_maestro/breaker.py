@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 
 from .plan import Plan
 
-FAILED = frozenset({"failed", "blocked"})
+_FAILED = frozenset({"failed", "blocked"})
 
 
 def breaker_verdict(
@@ -16,11 +16,11 @@ def breaker_verdict(
     ones can no longer run because a phase they depend on failed or was blocked."""
     if threshold <= 0 or len(selected) <= 3:
         return None
-    failed = [pid for pid, status in outcomes.items() if status in FAILED]
+    failed = _failed(outcomes)
     pending = {pid for pid in selected if pid not in outcomes}
     if not failed or not pending:
         return None
-    doomed = dependents(plan, failed) & pending
+    doomed = _dependents(plan, failed) & pending
     if len(doomed) < threshold * len(pending) or doomed == pending:
         return None  # below the threshold, or stopping would spare nothing that could run
     names = ", ".join(repr(pid) for pid in failed)
@@ -30,7 +30,16 @@ def breaker_verdict(
     )
 
 
-def dependents(plan: Plan, roots: list[str]) -> set[str]:
+def doomed_by_failures(plan: Plan, outcomes: Mapping[str, str]) -> set[str]:
+    """Every phase that depends, directly or not, on one that failed or was blocked."""
+    return _dependents(plan, _failed(outcomes))
+
+
+def _failed(outcomes: Mapping[str, str]) -> list[str]:
+    return [pid for pid, status in outcomes.items() if status in _FAILED]
+
+
+def _dependents(plan: Plan, roots: list[str]) -> set[str]:
     children: dict[str, list[str]] = {}
     for phase in plan.phases:
         for dep in phase.blocked_by:

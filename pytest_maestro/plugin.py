@@ -31,11 +31,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         help_text = option.help
         if option.default not in (None, False):
-            help_text += (
-                f" (default: {option.default:g})"
-                if option.kind in ("int", "float")
-                else (f" (default: {option.default})")
-            )
+            numeric = option.kind in ("int", "float")
+            shown = format(option.default, "g") if numeric else option.default
+            help_text += f" (default: {shown})"
         if option.env:
             unit = " in minutes" if option.env_scale == 60 else ""
             help_text += f" [env {option.env}{unit}]"

@@ -15,7 +15,7 @@ import pytest
 
 from . import junit
 from .agents import AgentRegistry
-from .breaker import FAILED, breaker_verdict, dependents
+from .breaker import breaker_verdict, doomed_by_failures
 from .collect import PhaseItem, PlanFile, SyncItem, marker_name
 from .facts import NOT_SELECTED, STATUS_WORDS, phase_facts, skip_facts
 from .ordering import stable_topological
@@ -324,8 +324,7 @@ class MaestroSession:
         session = self.pytest_session
         if session is None:
             return
-        failed = [pid for pid, status in self.outcomes.items() if status in FAILED]
-        doomed = dependents(self.plan, failed)
+        doomed = doomed_by_failures(self.plan, self.outcomes)
         for item in session.items:
             if isinstance(item, PhaseItem) and item.phase.id in doomed - self.outcomes.keys():
                 self.report_skip(item.nodeid, item.phase.id)
