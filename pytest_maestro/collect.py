@@ -1,24 +1,24 @@
-"""Collection: the plan file is a pytest File, each phase an Item (DESIGN §7)."""
+"""Collection: the plan file is a pytest File, each phase an Item; see docs/architecture.md."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
-from _pytest._code.code import ExceptionInfo, TerminalRepr
 
+from ._compat import TerminalRepr, skip_at_item
+from .facts import PhaseFacts, SkipReason, iso_time
+from .orchestrator import Orchestrator
 from .plan import Phase
 from .report import render_failure
 from .runner import PhaseOutcome
 
-if TYPE_CHECKING:
-    from .session import MaestroSession
-
 SYNC_NAME = "maestro-sync"
-SESSION_KEY = pytest.StashKey["MaestroSession"]()
+ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
 OUTCOME_KEY = pytest.StashKey[PhaseOutcome]()
+SKIP_KEY = pytest.StashKey[SkipReason]()
+SYNC_KEY = pytest.StashKey["SyncItem"]()
 
 
 class PhaseFailed(Exception):
@@ -27,24 +27,22 @@ class PhaseFailed(Exception):
         self.outcome = outcome
 
 
-def marker_name(text: str) -> str:
-    """A marker name usable with ``-m``: letters, digits and underscores."""
-    name = re.sub(r"\W+", "_", text.strip()).strip("_").lower()
-    return name if name and not name[0].isdigit() else f"_{name}"
-
-
 class PlanFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        maestro = self.session.config.stash[SESSION_KEY]
-        maestro.check_agents()
-        for phase in maestro.run_order():
+        maestro = self.config.stash[ORCHESTRATOR_KEY]
+        unknown = maestro.unknown_agent()
+        if unknown is not None:
+            raise self.CollectError(unknown)
+        for phase_id in maestro.run.run_order():
+            phase = maestro.plan.phase(phase_id)
             item = PhaseItem.from_parent(self, name=phase.id, phase=phase)
             for marker in maestro.markers(phase):
                 item.add_marker(marker)
             yield item
-        if maestro.on_worker:
-            maestro.sync_item = SyncItem.from_parent(self, name=SYNC_NAME)
-            yield maestro.sync_item
+        if not maestro.run.decides:  # an xdist worker: see scheduler.py for why
+            sync = SyncItem.from_parent(self, name=SYNC_NAME)
+            self.config.stash[SYNC_KEY] = sync  # kept through any deselection
+            yield sync
 
 
 class PhaseItem(pytest.Item):
@@ -53,14 +51,14 @@ class PhaseItem(pytest.Item):
         self.phase = phase
 
     @property
-    def maestro(self) -> MaestroSession:
-        return self.config.stash[SESSION_KEY]
+    def maestro(self) -> Orchestrator:
+        return self.config.stash[ORCHESTRATOR_KEY]
 
     def setup(self) -> None:
-        reason = self.maestro.why_not_run(self.phase)
+        reason = self.maestro.run.why_not_run(self.phase.id)
         if reason is not None:
-            # Reported at the phase's line in the plan, not at this line of the plugin.
-            raise pytest.skip.Exception(reason, _use_item_location=True)
+            self.stash[SKIP_KEY] = reason  # the report's facts say why, typed
+            raise skip_at_item(reason.text)
 
     def runtest(self) -> None:
         self.maestro.phase_started(self.phase)
@@ -69,8 +67,35 @@ class PhaseItem(pytest.Item):
         if not outcome.ok:
             raise PhaseFailed(outcome)
 
+    def facts(self, report: pytest.TestReport) -> PhaseFacts | None:
+        """What the controller must learn of the phase from this report, or None: no news."""
+        phase_id = self.phase.id
+        if report.when == "setup" and report.skipped:
+            reason = self.stash.get(SKIP_KEY, None)
+            if reason is None:  # skipped by something else than this plugin
+                return PhaseFacts(phase_id, "skipped")
+            return PhaseFacts.skipped(phase_id, reason)
+        if report.when == "call":
+            worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
+            outcome = self.stash.get(OUTCOME_KEY, None)
+            if outcome is None:  # runtest raised before the phase had an outcome
+                status = "completed" if report.passed else "failed"
+                return PhaseFacts(phase_id, status, worker=worker)
+            return PhaseFacts(
+                phase_id,
+                outcome.status,
+                worker=worker,
+                attempts=len([a for a in outcome.attempts if a.number]),
+                started=iso_time(outcome.started),
+                finished=iso_time(outcome.finished),
+                duration=round(outcome.finished - outcome.started, 3),
+            )
+        if report.failed:  # an error in setup or teardown
+            return PhaseFacts(phase_id, "failed")
+        return None
+
     def repr_failure(
-        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, PhaseFailed):
             cwd = self.config.invocation_params.dir

@@ -1,54 +1,107 @@
-"""What a report tells the controller about a phase: the facts that travel with xdist reports."""
+"""What the controller learns of a phase from a report: typed values, one wire format.
+
+Facts travel from an xdist worker to the controller as a plain dict on the report (pytest copies a
+report's extra attributes into its serialised form); ``PhaseFacts`` is the only code that writes or
+reads that dict. A phase's status is always a field, never worked out from a message's wording.
+"""
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import pytest
-
-from .collect import OUTCOME_KEY, PhaseItem
-from .recorder import EARLIER
-
-# Why a phase did not run, as the skip reason shows it and the session state records it.
-STATUS_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
-NOT_SELECTED = "was not selected and has not completed"
+# The report attribute that carries the facts (``TestReport(..., maestro=...)`` sets it too).
+WIRE_ATTRIBUTE = "maestro"
 
 
-def skip_facts(phase_id: str, reason: str) -> dict[str, Any]:
-    """A resumed phase counts as completed; one skipped after a failure must rerun with --lf."""
-    return {
-        "phase": phase_id,
-        "status": "completed" if reason.startswith(EARLIER) else "skipped",
-        "reason": reason,
-        "after_failure": reason.startswith("dependency") and NOT_SELECTED not in reason,
-    }
+class SkipKind(enum.Enum):
+    """Why a phase did not run."""
+
+    EARLIER = "earlier"  # completed in an earlier run, definition unchanged: counts as completed
+    DEPENDENCY = "dependency"  # a dependency failed, was blocked or was skipped
+    NOT_SELECTED = "not_selected"  # a dependency was deselected and never completed
+    NOT_RUN_YET = "not_run_yet"  # a dependency has not run (only out of order)
 
 
-def phase_facts(item: PhaseItem, report: pytest.TestReport) -> dict[str, Any] | None:
-    """What the controller must learn from a worker about one phase, or None for no news."""
-    if report.when == "setup" and report.skipped:
-        assert isinstance(report.longrepr, tuple)
-        return skip_facts(item.phase.id, report.longrepr[2].removeprefix("Skipped: "))
-    if report.when == "call":
-        outcome = item.stash.get(OUTCOME_KEY, None)
-        status = outcome.status if outcome else ("completed" if report.passed else "failed")
-        facts: dict[str, Any] = {
-            "phase": item.phase.id,
-            "status": status,
-            "worker": getattr(item.config, "workerinput", {}).get("workerid", "main"),
+_DEPENDENCY_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
+
+
+@dataclass(frozen=True)
+class SkipReason:
+    kind: SkipKind
+    text: str  # as the skip report shows it
+    phase: str | None = None  # the dependency it names
+
+    @classmethod
+    def earlier(cls, when: str) -> SkipReason:
+        return cls(SkipKind.EARLIER, f"completed in an earlier run at {when}")
+
+    @classmethod
+    def dependency(cls, dep: str, status: str) -> SkipReason:
+        return cls(SkipKind.DEPENDENCY, f"dependency {dep!r} {_DEPENDENCY_WORDS[status]}", dep)
+
+    @classmethod
+    def not_selected(cls, dep: str) -> SkipReason:
+        text = f"dependency {dep!r} was not selected and has not completed"
+        return cls(SkipKind.NOT_SELECTED, text, dep)
+
+    @classmethod
+    def not_run_yet(cls, dep: str) -> SkipReason:
+        return cls(SkipKind.NOT_RUN_YET, f"dependency {dep!r} has not run yet", dep)
+
+    @property
+    def status(self) -> str:
+        """The phase's status in the session state: a resumed phase stays completed."""
+        return "completed" if self.kind is SkipKind.EARLIER else "skipped"
+
+    @property
+    def after_failure(self) -> bool:
+        """Skipped because of a failure in this session: ``--lf`` must run it again."""
+        return self.kind in (SkipKind.DEPENDENCY, SkipKind.NOT_RUN_YET)
+
+
+@dataclass(frozen=True)
+class PhaseFacts:
+    """One phase's news for the controller: its status and, when it ran, how it ran."""
+
+    phase: str
+    status: str  # completed | failed | blocked | skipped
+    skip: SkipReason | None = None
+    worker: str | None = None
+    attempts: int | None = None
+    started: str | None = None  # ISO 8601
+    finished: str | None = None
+    duration: float | None = None  # seconds
+    result: str | None = None  # a one-line account, e.g. of a crashed worker
+
+    @classmethod
+    def skipped(cls, phase: str, reason: SkipReason) -> PhaseFacts:
+        return cls(phase, reason.status, skip=reason)
+
+    def to_wire(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            key: value for key, value in vars(self).items() if value is not None and key != "skip"
         }
-        if outcome:
-            facts.update(
-                attempts=len([a for a in outcome.attempts if a.number]),
-                started=iso_time(outcome.started),
-                finished=iso_time(outcome.finished),
-                duration=round(outcome.finished - outcome.started, 3),
-            )
-        return facts
-    if report.failed:  # an error in setup or teardown
-        return {"phase": item.phase.id, "status": "failed"}
-    return None
+        if self.skip is not None:
+            data["skip"] = [self.skip.kind.value, self.skip.text, self.skip.phase]
+        return data
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> PhaseFacts:
+        fields = dict(data)
+        skip = fields.pop("skip", None)
+        reason = None if skip is None else SkipReason(SkipKind(skip[0]), skip[1], skip[2])
+        return cls(skip=reason, **fields)
+
+    def attach(self, report: object) -> None:
+        setattr(report, WIRE_ATTRIBUTE, self.to_wire())
+
+    @classmethod
+    def of(cls, report: object) -> PhaseFacts | None:
+        data = getattr(report, WIRE_ATTRIBUTE, None)
+        return cls.from_wire(data) if isinstance(data, dict) else None
 
 
 def iso_time(epoch: float) -> str:

@@ -1,4 +1,4 @@
-"""Phase facts in the JUnit XML file (DESIGN §7), written only by the controller.
+"""Phase facts in the JUnit XML file, written only by the controller.
 
 xunit2 (pytest's default) allows no ``<properties>`` inside a testcase, so per-phase facts go in
 the testsuite's properties as ``maestro.<phase id>.<fact>``; under ``junit_family=xunit1`` each
@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from _pytest.junitxml import LogXML, xml_key
 
+from ._compat import junit_suite
+from .facts import PhaseFacts
 from .plan import Plan
 
 PHASE_FACTS = (
@@ -30,36 +31,28 @@ PHASE_FACTS = (
 )
 
 
-def _xml(config: pytest.Config) -> LogXML | None:
-    return config.stash.get(xml_key, None)
-
-
 def record_phase(
-    config: pytest.Config, report: pytest.TestReport, facts: Mapping[str, Any]
+    config: pytest.Config, report: pytest.TestReport, facts: PhaseFacts, agent: str, wave: int
 ) -> None:
-    xml = _xml(config)
-    if xml is None:
+    suite = junit_suite(config)
+    if suite is None:
         return
-    phase = facts["phase"]
+    values: dict[str, Any] = {"agent": agent, "wave": wave, **facts.to_wire()}
+    known = [(fact, values[fact]) for fact in PHASE_FACTS if values.get(fact) is not None]
     # A phase reported twice (a failed teardown after its call) keeps its latest facts.
-    prefix = f"maestro.{phase}."
-    xml.global_properties = [(k, v) for k, v in xml.global_properties if not k.startswith(prefix)]
-    known = [(fact, facts[fact]) for fact in PHASE_FACTS if facts.get(fact) is not None]
-    for fact, value in known:
-        xml.add_global_property(prefix + fact, value)
-    if xml.family == "xunit1":
-        reporter = xml.node_reporter(report)
+    suite.replace_properties(f"maestro.{facts.phase}.", known)
+    if suite.family == "xunit1":
         for fact, value in known:
-            reporter.add_property(f"maestro.{fact}", str(value))
+            suite.add_testcase_property(report, f"maestro.{fact}", str(value))
 
 
 def record_session(config: pytest.Config, plan: Plan, outcomes: Mapping[str, str]) -> None:
-    xml = _xml(config)
-    if xml is None:
+    suite = junit_suite(config)
+    if suite is None:
         return
     counts = Counter(outcomes.values())
-    xml.add_global_property("maestro.plan", str(plan.path))
-    xml.add_global_property("maestro.format", plan.format)
-    xml.add_global_property("maestro.phases", len(plan.phases))
+    suite.add_property("maestro.plan", str(plan.path))
+    suite.add_property("maestro.format", plan.format)
+    suite.add_property("maestro.phases", len(plan.phases))
     for status in ("completed", "failed", "blocked", "skipped"):
-        xml.add_global_property(f"maestro.{status}", counts.get(status, 0))
+        suite.add_property(f"maestro.{status}", counts.get(status, 0))

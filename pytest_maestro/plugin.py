@@ -73,8 +73,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("maestro"):
         return
-    from .collect import SESSION_KEY
-    from .session import MaestroSession
+    from .collect import ORCHESTRATOR_KEY
+    from .orchestrator import Orchestrator
+    from .session import MaestroSession, durations_key
 
     try:
         settings = Settings.from_config(config)
@@ -83,17 +84,32 @@ def pytest_configure(config: pytest.Config) -> None:
         state_dir_inside(root, settings.state_dir)
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = MaestroSession(config, settings, plan, root)
-    config.stash[SESSION_KEY] = session
-    for line in session.marker_lines():
+    decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
+    maestro = Orchestrator(
+        settings,
+        plan,
+        root,
+        agent_dirs=[plan.path.parent / "agents", root / "agents", config.rootpath / "agents"],
+        decides=decides,
+        durations=cached_durations(config, durations_key(plan.path.resolve())) if decides else {},
+    )
+    config.stash[ORCHESTRATOR_KEY] = maestro
+    for line in maestro.marker_lines():
         config.addinivalue_line("markers", line)
     # Collect the plan and nothing else, whatever testpaths or arguments say.
     config.args = [str(plan.path)]
-    config.pluginmanager.register(session, "maestro-session")
+    config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
     if config.pluginmanager.hasplugin("xdist"):
         from . import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
+    """Seconds each phase took when it last completed, from pytest's cache."""
+    cache = getattr(config, "cache", None)
+    found = cache.get(key, {}) if cache is not None else {}
+    return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def state_dir_inside(root: Path, state_dir: str) -> None:

@@ -339,7 +339,7 @@ def _conflict_groups(jobs: Sequence[Job]) -> list[list[str]]:
 
 
 class WavePolicy(_Ledger):
-    """The seed systems' strategy, for comparison.
+    """The strategy of wave-based orchestrators (a barrier per wave), for comparison.
 
     Waves by dependency depth with a barrier after each. Within a wave, exclusive jobs run first,
     one at a time and alone; then jobs whose files conflict are merged into chunks, and chunks run

@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .facts import PhaseFacts
 from .files import restore_from_git
 from .plan import Phase, Plan
 from .process import end_recorded_groups, groups_file
 from .runner import log_path
 from .state import SessionStore, Status
-
-EARLIER = "completed in an earlier run"
 
 
 class Recorder:
@@ -41,34 +40,34 @@ class Recorder:
     def completed_earlier(self, phase_id: str) -> str | None:
         return self.store.completed_earlier(phase_id)
 
-    def skip_reason(self, phase: Phase) -> str | None:
-        earlier = self.store.completed_earlier(phase.id)
-        return f"{EARLIER} at {earlier}" if earlier else None
-
     def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
         facts: dict[str, Any] = {"agent": agent}
         if worker:
             facts["worker"] = worker
         self.store.record(phase.id, Status.IN_PROGRESS, **facts)
 
-    def finished(self, facts: dict[str, Any]) -> None:
+    def finished(self, facts: PhaseFacts) -> None:
         """Persist what a report says of a phase; a phase completed earlier stays as it was."""
-        phase_id, status = facts["phase"], Status(facts["status"])
+        phase_id, status = facts.phase, Status(facts.status)
         current = self.store.last_status(phase_id)
         if status is Status.COMPLETED and current is Status.COMPLETED:
             return  # resumed: nothing ran
         if status is Status.SKIPPED:
-            self.store.record(phase_id, status, result=facts.get("reason"))
+            self.store.record(phase_id, status, result=facts.skip.text if facts.skip else None)
             return
         if current is not Status.IN_PROGRESS:  # an error before the phase could start
             self.store.record(phase_id, Status.IN_PROGRESS)
         record: dict[str, Any] = {
-            key: facts[key] for key in ("attempts", "worker", "started") if key in facts
+            key: value
+            for key, value in (
+                ("attempts", facts.attempts),
+                ("worker", facts.worker),
+                ("started", facts.started),
+                ("completed", facts.finished),
+                ("result", facts.result or None),
+            )
+            if value is not None
         }
-        if "finished" in facts:
-            record["completed"] = facts["finished"]
-        if facts.get("result"):
-            record["result"] = facts["result"]
         if status is Status.COMPLETED:  # its declared files passed the spot check
             files = self.plan.phase(phase_id).files
             record.update(

@@ -1,4 +1,4 @@
-"""DependencyScheduling: the xdist scheduler of ``pytest --maestro PLAN -n N`` (DESIGN §5).
+"""DependencyScheduling: the xdist scheduler of ``pytest --maestro PLAN -n N``.
 
 An xdist worker runs the item it holds only once it has received the *next* item (pytest's run
 protocol needs ``nextitem``). So every phase is sent together with the worker's hidden no-op sync
@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from .collect import SYNC_NAME
+from ._compat import WorkerController, set_collected_count, xdist_shutting_down
+from .collect import ORCHESTRATOR_KEY, SYNC_NAME
+from .facts import PhaseFacts
+from .orchestrator import Orchestrator
 from .policy import DagPolicy, Job, Policy, WavePolicy
-
-if TYPE_CHECKING:
-    from xdist.workermanage import WorkerController
-
-    from .session import MaestroSession
+from .skips import report_skip
 
 
 class DependencyScheduling:
-    def __init__(self, config: pytest.Config, maestro: MaestroSession) -> None:
+    def __init__(self, config: pytest.Config, maestro: Orchestrator) -> None:
         self.config = config
         self.maestro = maestro
+        self.run = maestro.run
         self.collection: list[str] | None = None
         self.node_ids: dict[str, int] = {}  # node id -> index in the collection
         self.sync_index = -1
@@ -100,7 +100,7 @@ class DependencyScheduling:
         phase_id = self.running.pop(node)
         if phase_id is None:
             return None
-        self.maestro.outcomes[phase_id] = "failed"
+        self.run.record(PhaseFacts(phase_id, "failed"))  # its crash report follows
         self._finish(phase_id)
         self.schedule()
         return self._nodeid(phase_id)
@@ -127,22 +127,23 @@ class DependencyScheduling:
     def _start_policy(self) -> Policy:
         """Report what must not run at all, then hand the rest to the policy."""
         assert self.collection is not None
-        maestro = self.maestro
+        maestro, run = self.maestro, self.run
         selected = [
             nodeid.rsplit("::", 1)[1]
             for nodeid in self.collection
             if not nodeid.endswith("::" + SYNC_NAME)
         ]
-        maestro.selected = set(selected)
+        run.select(selected)
         refusal = maestro.cannot_run(selected)
         if refusal is not None:
             pytest.exit(refusal, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
         to_run = []
-        for phase_id in maestro.topological(selected):
-            if maestro.why_not_run(maestro.plan.phase(phase_id), scheduled=True) is None:
+        for phase_id in run.topological(selected):
+            reason = run.why_not_run(phase_id, scheduled=True)
+            if reason is None:
                 to_run.append(phase_id)
             else:
-                maestro.report_skip(self._nodeid(phase_id), phase_id)
+                report_skip(self.config, maestro.plan, self._nodeid(phase_id), reason)
         jobs = [self._job(phase_id, set(to_run)) for phase_id in to_run]
         # Idle workers bound what runs; workers still starting up join as they finish collecting.
         limit = maestro.settings.max_concurrent or max(len(jobs), 1)
@@ -157,15 +158,16 @@ class DependencyScheduling:
             writes=phase.files.writes,
             reads=frozenset(phase.reads),
             exclusive=not phase.parallel,
-            duration=self.maestro.duration(phase),
+            duration=self.run.duration(phase_id),
         )
 
     def _finish(self, phase_id: str) -> None:
         assert self.policy is not None
-        ok = self.maestro.outcomes.get(phase_id) == "completed"
-        doomed = [job for job, _ in self.policy.finish(phase_id, ok)]
-        for job in self.maestro.topological(doomed):
-            self.maestro.report_skip(self._nodeid(job), job)
+        doomed = [job for job, _ in self.policy.finish(phase_id, self.run.completed(phase_id))]
+        for job in self.run.topological(doomed):
+            reason = self.run.why_not_run(job, scheduled=True)
+            assert reason is not None, f"phase {job!r} is doomed with no reason"
+            report_skip(self.config, self.maestro.plan, self._nodeid(job), reason)
 
     def _nodeid(self, phase_id: str) -> str:
         assert self.collection is not None
@@ -175,15 +177,12 @@ class DependencyScheduling:
     def _uncount_sync_item(self, collected: int) -> None:
         """xdist counts the hidden sync item as a test (again at each worker's collection);
         progress percentages should not."""
-        dsession = self.config.pluginmanager.get_plugin("dsession")
-        session = getattr(dsession, "_session", None)
-        if session is not None and collected:
-            session.testscollected = collected - 1
+        if collected:
+            set_collected_count(self.config, collected - 1)
 
     def _stopping(self) -> bool:
         """``-x``, ``--maxfail`` or the circuit breaker asked xdist to shut down: start nothing."""
-        dsession = self.config.pluginmanager.get_plugin("dsession")
-        return bool(getattr(dsession, "shuttingdown", False))
+        return xdist_shutting_down(self.config)
 
     def _stagger(self) -> None:
         """Space out phase starts (rate limits of LLM APIs); blocks the controller briefly."""
@@ -195,7 +194,5 @@ class DependencyScheduling:
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
-    from .collect import SESSION_KEY
-
-    maestro = config.stash.get(SESSION_KEY, None)
+    maestro = config.stash.get(ORCHESTRATOR_KEY, None)
     return DependencyScheduling(config, maestro) if maestro is not None else None

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from .facts import iso_time
+from ._compat import crashed_worker_id
+from .facts import PhaseFacts, iso_time
 from .scheduler import DependencyScheduling, make_scheduler
 
 
@@ -21,11 +22,10 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
     the session state and the JUnit file need (the phase failed, where, when, why)."""
     if not isinstance(sched, DependencyScheduling):
         return
-    worker = getattr(getattr(report, "node", None), "gateway", None)
-    report.maestro = {  # type: ignore[attr-defined]
-        "phase": crashitem.rsplit("::", 1)[1],
-        "status": "failed",
-        "worker": getattr(worker, "id", "?"),
-        "finished": iso_time(time.time()),
-        "result": str(report.longrepr),
-    }
+    PhaseFacts(
+        crashitem.rsplit("::", 1)[1],
+        "failed",
+        worker=crashed_worker_id(report),
+        finished=iso_time(time.time()),
+        result=str(report.longrepr),
+    ).attach(report)

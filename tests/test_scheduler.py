@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.collect import SESSION_KEY, SYNC_NAME
+from pytest_maestro.collect import ORCHESTRATOR_KEY, SYNC_NAME
+from pytest_maestro.facts import PhaseFacts
 from pytest_maestro.scheduler import DependencyScheduling
-from pytest_maestro.session import MaestroSession
+from pytest_maestro.orchestrator import Orchestrator
 from pytest_maestro.settings import OPTIONS
 
 from .helpers import phase, write_plan
@@ -74,7 +75,7 @@ class ReportLog:
 class Run:
     """A scheduler on fake workers, and the controller's view of what is out where."""
 
-    maestro: MaestroSession
+    maestro: Orchestrator
     sched: DependencyScheduling
     collection: list[str]
     log: ReportLog
@@ -123,12 +124,8 @@ class Run:
         outcome = "passed" if status == "completed" else "failed"
         longrepr = None if outcome == "passed" else "phase failed"
         report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, "call")
-        report.maestro = {  # type: ignore[attr-defined]
-            "phase": phase_id,
-            "status": status,
-            "worker": node.gateway.id,
-        }
-        self.maestro.config.hook.pytest_runtest_logreport(report=report)
+        PhaseFacts(phase_id, status, worker=node.gateway.id).attach(report)
+        self.sched.config.hook.pytest_runtest_logreport(report=report)
 
     def run_to_end(self, pick: Callable[[list[str]], str], limit: int = 100) -> None:
         for _ in range(limit):
@@ -153,11 +150,11 @@ def make_run(
         write_plan(pytester, phases)
         # The terminal reporter needs a running session; nothing here reads its output.
         config = pytester.parseconfigure("--maestro", "plan.yaml", "-p", "no:terminal", *args)
-        maestro = config.stash[SESSION_KEY]
+        maestro = config.stash[ORCHESTRATOR_KEY]
         log = ReportLog()
         config.pluginmanager.register(log, "test-report-log")
         # What each worker collects: the phases in run order, then the hidden sync item.
-        collection = [PREFIX + p.id for p in maestro.run_order()] + [SYNC]
+        collection = [PREFIX + p for p in maestro.run.run_order()] + [SYNC]
         return Run(maestro, DependencyScheduling(config, maestro), collection, log)
 
     yield make
@@ -278,7 +275,7 @@ def test_idle_worker_gets_work_when_the_phase_completes_not_the_sync_item(
     # A sync completion on a busy worker changes nothing either.
     run.sched.mark_test_complete(run.out["b"], run.sync_index)  # type: ignore[arg-type]
     run.run_to_end(first_out)
-    assert run.maestro.outcomes == dict.fromkeys("abc", "completed")
+    assert run.maestro.run.outcomes == dict.fromkeys("abc", "completed")
     assert run.sched.tests_finished
 
 
@@ -301,7 +298,7 @@ def test_failed_phase_skips_its_dependents_without_sending_them(
         "after": "Skipped: dependency 'bad' failed",
         "later": "Skipped: dependency 'after' was skipped",
     }
-    assert run.maestro.outcomes == {"bad": "failed", "after": "skipped", "later": "skipped"}
+    assert run.maestro.run.outcomes == {"bad": "failed", "after": "skipped", "later": "skipped"}
     assert not run.sched.tests_finished  # free still runs
     run.run_to_end(first_out)
     assert sorted(run.sent_phases()) == ["bad", "free", "free2"]
@@ -323,7 +320,7 @@ def test_removed_worker_fails_its_phase_and_the_rest_runs_on(
     assert run.sent_phases() == ["a"]  # b waits for a's file
     crashed = run.out.pop("a")
     assert run.sched.remove_node(crashed) == PREFIX + "a"  # type: ignore[arg-type]
-    assert run.maestro.outcomes == {"a": "failed", "needs-a": "skipped"}
+    assert run.maestro.run.outcomes == {"a": "failed", "needs-a": "skipped"}
     assert run.log.skipped() == {"needs-a": "Skipped: dependency 'a' failed"}
     assert crashed not in run.sched.nodes
 
@@ -341,7 +338,7 @@ def test_removed_idle_worker_returns_no_phase(make_run: Callable[..., Run]) -> N
     run.add_workers("gw0", "gw1")
     idle = run.nodes["gw1"] if run.out["a"] is run.nodes["gw0"] else run.nodes["gw0"]
     assert run.sched.remove_node(idle) is None  # type: ignore[arg-type]
-    assert run.maestro.outcomes == {}
+    assert run.maestro.run.outcomes == {}
     run.run_to_end(first_out)
     assert run.sched.tests_finished
 
