@@ -16,8 +16,8 @@ import pytest
 
 from pytest_maestro.collect import ORCHESTRATOR_KEY, SYNC_NAME
 from pytest_maestro.facts import PhaseFacts
-from pytest_maestro.scheduler import DependencyScheduling
 from pytest_maestro.orchestrator import Orchestrator
+from pytest_maestro.scheduler import DependencyScheduling
 from pytest_maestro.settings import OPTIONS
 
 from .helpers import phase, write_plan

@@ -2,50 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from .base import AgentRequest, AgentResult, Runtime
+from .shell import ShellRuntime
 
-from ..plan import Phase
-from ..process import ProcessResult
-
-
-@dataclass(frozen=True)
-class AgentRequest:
-    phase: Phase
-    prompt: str
-    attempt: int  # 1-based
-    root: Path
-    env: Mapping[str, str]
-    timeout: float
-    log: Path
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    status: str  # completed | failed | blocked
-    message: str  # one line: why it failed, or the agent's own status line
-    processes: tuple[ProcessResult, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
-
-
-class Runtime(Protocol):
-    name: str
-
-    def run(self, request: AgentRequest) -> AgentResult: ...
-
+__all__ = ["AVAILABLE", "AgentRequest", "AgentResult", "Runtime", "get_runtime"]
 
 # Runtimes this version provides; agents may name the others of agents.RUNTIMES already.
 AVAILABLE = ("shell",)
 
 
 def get_runtime(name: str) -> Runtime:
-    from .shell import ShellRuntime
-
     runtimes: dict[str, Runtime] = {"shell": ShellRuntime()}
     try:
         return runtimes[name]

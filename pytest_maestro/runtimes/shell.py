@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ..process import ProcessResult, run_process
-from . import AgentRequest, AgentResult
+from .base import AgentRequest, AgentResult
 
 
 class ShellRuntime:
