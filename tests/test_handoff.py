@@ -73,7 +73,8 @@ def test_a_reply_with_neither_has_no_handoff() -> None:
 
 
 def test_a_section_ends_at_the_next_heading_of_its_level() -> None:
-    text = "## Task Report\n- **Status**: success\n### Notes\n- **Extra**: x\n## Other\n- **Y**: z\n"
+    text = "## Task Report\n- **Status**: success\n### Notes\n- **Extra**: x\n"
+    text += "## Other\n- **Y**: z\n"
     report = parse_handoff(text).report
     assert report == {"status": "success", "extra": "x"}
 
