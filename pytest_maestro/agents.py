@@ -1,31 +1,51 @@
-"""Agent definitions: ``agents/*.md`` files (YAML frontmatter + role instructions) and built-ins."""
+"""Agent definitions: Markdown files with YAML frontmatter (the role's instructions as the body).
+
+Searched in order, the first definition of a name winning: ``--maestro-agents-dir``, ``agents/``
+beside the plan, in the project root and in pytest's rootdir, the project's ``.claude/agents/``,
+the user's ``~/.claude/agents/``, then the built-in definitions shipped in the package (one per
+runtime). The frontmatter is Maestro's and Claude Code's (``name``, ``description``, ``tools``,
+``model``, ``temperature``, ``max_turns``, ``timeout_mins``; unknown fields are kept) plus this
+project's (``runtime``, ``command``, ``prompt_via``, ``env``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import frontmatter
 import yaml
 
 from .plan.errors import PlanError
 
-RUNTIMES = ("shell", "claude", "gemini", "codex", "command")
+BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
+PROMPT_VIA = ("stdin", "file")
+# Claude Code's ``model: inherit`` means "the caller's model": no model of its own.
+_NO_MODEL = ("", "inherit", "default", "null", "none")
 
 
 @dataclass(frozen=True)
 class Agent:
     name: str
     description: str = ""
-    runtime: str = "shell"
+    runtime: str | None = None  # None: the phase or --maestro-runtime decides
     model: str | None = None
     timeout_mins: float | None = None
-    instructions: str = ""
-    path: Path | None = None
+    tools: tuple[str, ...] = ()
+    temperature: float | None = None
+    max_turns: int | None = None
+    command: tuple[str, ...] = ()  # argv template of the command runtime
+    prompt_via: str | None = None  # stdin | file, for the command runtime
+    env: tuple[tuple[str, str], ...] = ()  # added to the agent CLI's environment
+    instructions: str = ""  # the role: the file's body
+    path: Path | None = None  # None: made up for a name found nowhere
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-
-BUILTIN = (Agent("shell", "runs the phase's run: commands with bash", "shell"),)
+    @property
+    def generic(self) -> bool:
+        return self.path is None
 
 
 def normalise(name: str) -> str:
@@ -33,20 +53,33 @@ def normalise(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 
 
+def generic_agent(name: str) -> Agent:
+    """A role of that name for a phase whose agent no directory defines."""
+    role = name.replace("_", " ").replace("-", " ")
+    return Agent(
+        name,
+        f"a generic {role}",
+        instructions=f"You are the {role} of this project. Do the task below as an expert {role}.",
+    )
+
+
 class AgentRegistry:
-    def __init__(self, agents: Iterable[Agent]) -> None:
+    def __init__(self, agents: Iterable[Agent], searched: Iterable[Path] = ()) -> None:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
             self._agents.setdefault(normalise(agent.name), agent)
+        self.searched = tuple(searched)  # the directories looked in, for messages
 
     @classmethod
     def load(cls, directories: Iterable[Path]) -> AgentRegistry:
-        """Agents from each directory in order (the first of a name wins), then built-ins."""
+        """Agents from each existing directory in order, then the built-ins. PlanError names
+        the file and line of a malformed definition."""
+        searched = [*directories, BUILTIN_DIR]
         found: list[Agent] = []
-        for directory in directories:
+        for directory in searched:
             if directory.is_dir():
                 found.extend(load_agent(path) for path in sorted(directory.glob("*.md")))
-        return cls([*found, *BUILTIN])
+        return cls(found, searched[:-1])
 
     def get(self, name: str) -> Agent | None:
         return self._agents.get(normalise(name))
@@ -58,27 +91,100 @@ class AgentRegistry:
 def load_agent(path: Path) -> Agent:
     try:
         post = frontmatter.load(str(path))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise PlanError(
-            f"invalid agent definition: {exc}", path, line + 2 if line else None
-        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        # python-frontmatter hands YAML the text from the end of the opening '---' line, so
+        # the mark's 0-based line is the file's 1-based one.
+        line = mark.line + 1 if mark is not None else None
+        raise PlanError(f"invalid agent definition: {exc.problem}", path, line) from None
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:
+        raise PlanError(f"invalid agent definition: {exc}", path) from None
+    except OSError as exc:
+        raise PlanError(f"cannot read agent definition: {exc.strerror}", path) from None
     meta = post.metadata
-    name = str(meta.get("name") or path.stem)
-    runtime = str(meta.get("runtime", "shell"))
-    if runtime not in RUNTIMES:
-        raise PlanError(
-            f"agent {name!r}: unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}", path
-        )
-    timeout = meta.get("timeout_mins")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        raise PlanError(f"agent {name!r}: timeout_mins must be a number, got {timeout!r}", path)
+    name = _text(meta.get("name"), "name", path) or path.stem
+    reader = _Fields(meta, path, name)
+    prompt_via = reader.text("prompt_via")
+    if prompt_via is not None and prompt_via not in PROMPT_VIA:
+        raise reader.error(f"prompt_via must be one of {', '.join(PROMPT_VIA)}, got {prompt_via!r}")
+    model = reader.text("model")
+    known = {
+        "name", "description", "runtime", "model", "timeout_mins", "tools", "temperature",
+        "max_turns", "command", "prompt_via", "env",
+    }  # fmt: skip
     return Agent(
         name=name,
-        description=str(meta.get("description", "")),
-        runtime=runtime,
-        model=str(meta["model"]) if meta.get("model") else None,
-        timeout_mins=float(timeout) if timeout is not None else None,
+        description=reader.text("description") or "",
+        runtime=reader.text("runtime"),
+        model=None if model is None or model.lower() in _NO_MODEL else model,
+        timeout_mins=reader.number("timeout_mins", positive=True),
+        tools=reader.words("tools"),
+        temperature=reader.number("temperature"),
+        max_turns=reader.integer("max_turns"),
+        command=reader.words("command", split=False),
+        prompt_via=prompt_via,
+        env=reader.env(),
         instructions=post.content.strip(),
         path=path,
+        extra={k: v for k, v in meta.items() if k not in known},
     )
+
+
+def _text(value: Any, key: str, path: Path) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        raise PlanError(f"invalid agent definition: {key} must be text, got {value!r}", path)
+    return str(value).strip()
+
+
+class _Fields:
+    """Typed reads of frontmatter fields; a wrong type names the agent, file and field."""
+
+    def __init__(self, meta: Mapping[str, Any], path: Path, name: str) -> None:
+        self.meta, self.path, self.name = meta, path, name
+
+    def error(self, problem: str) -> PlanError:
+        return PlanError(f"agent {self.name!r}: {problem}", self.path)
+
+    def text(self, key: str) -> str | None:
+        return _text(self.meta.get(key), key, self.path)
+
+    def number(self, key: str, positive: bool = False) -> float | None:
+        value = self.meta.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"{key} must be a number, got {value!r}")
+        if positive and value <= 0:
+            raise self.error(f"{key} must be > 0, got {value!r}")
+        return float(value)
+
+    def integer(self, key: str) -> int | None:
+        value = self.meta.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(f"{key} must be a whole number > 0, got {value!r}")
+        return value
+
+    def words(self, key: str, split: bool = True) -> tuple[str, ...]:
+        """A list, or (``tools: Read, Edit``, as Claude Code writes it) a comma-separated text."""
+        value = self.meta.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            if not split:
+                raise self.error(f"{key} must be a list of arguments, got {value!r}")
+            return tuple(word.strip() for word in value.split(",") if word.strip())
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+            return tuple(str(v) for v in value)
+        raise self.error(f"{key} must be a list of text, got {value!r}")
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        value = self.meta.get("env")
+        if value is None:
+            return ()
+        if not isinstance(value, dict):
+            raise self.error(f"env must be a mapping of names to values, got {value!r}")
+        return tuple((str(k), "" if v is None else str(v)) for k, v in value.items())

@@ -30,7 +30,7 @@ class PhaseFailed(Exception):
 class PlanFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         maestro = self.config.stash[ORCHESTRATOR_KEY]
-        unknown = maestro.unknown_agent()
+        unknown = maestro.check_agents()
         if unknown is not None:
             raise self.CollectError(unknown)
         for phase_id in maestro.run.run_order():

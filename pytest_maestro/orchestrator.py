@@ -7,11 +7,12 @@ answers how a phase runs (runtime, timeout, markers) and runs it.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .agents import AgentRegistry
+from .agents import Agent, AgentRegistry, generic_agent
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
@@ -19,7 +20,7 @@ from .prompt import build_prompt
 from .recorder import Recorder
 from .run import RunState
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
-from .runtimes import AVAILABLE, get_runtime
+from .runtimes import Runtime
 from .settings import Settings
 
 
@@ -38,6 +39,7 @@ class Orchestrator:
         *,
         agent_dirs: Iterable[Path],
         decides: bool,
+        runtimes: Mapping[str, Runtime],
         durations: dict[str, float] | None = None,
     ) -> None:
         self.settings = settings
@@ -47,6 +49,7 @@ class Orchestrator:
         self.root = root
         self.state_dir = root / settings.state_dir
         self.agents = AgentRegistry.load(_unique(agent_dirs))
+        self.runtimes = dict(runtimes)
         self.run = RunState(
             plan,
             self.graph,
@@ -55,6 +58,7 @@ class Orchestrator:
             breaker_threshold=settings.circuit_breaker,
         )
         self.recorder: Recorder | None = None  # the session state, where reports arrive
+        self.warnings: list[str] = []  # for the terminal summary, beside the plan's
 
     # -- the session state ---------------------------------------------------------------------
 
@@ -77,14 +81,34 @@ class Orchestrator:
     def where(self, phase: Phase) -> str:
         return f"{location(self.plan.path, phase.line)}: phase {phase.id!r}"
 
-    def unknown_agent(self) -> str | None:
-        """The first phase's reference to an agent no directory defines, as an error line."""
+    def agent(self, phase: Phase) -> Agent | None:
+        """The phase's agent: its definition, else a generic role of its name."""
+        if not phase.agent:
+            return None
+        return self.agents.get(phase.agent) or generic_agent(phase.agent)
+
+    def check_agents(self) -> str | None:
+        """An error line for a shell phase naming an agent no directory defines (a typo: its
+        timeout would be lost); a warning for the agents that LLM phases will play generically."""
+        generic: dict[str, None] = {}
         for phase in self.plan.phases:
-            if phase.agent and self.agents.get(phase.agent) is None:
+            if not phase.agent or self.agents.get(phase.agent) is not None:
+                continue
+            if self.runtime_name(phase) == "shell":
+                names = self.agents.names()
+                close = difflib.get_close_matches(phase.agent, names, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 return (
                     f"{self.where(phase)} names unknown agent {phase.agent!r}; "
-                    f"available: {', '.join(self.agents.names())}"
+                    f"{hint}available: {', '.join(names)}"
                 )
+            generic[phase.agent] = None
+        if generic:
+            looked = ", ".join(str(d) for d in self.agents.searched) or "nowhere"
+            self.warnings.append(
+                f"agents defined nowhere, played by a generic role of their name: "
+                f"{', '.join(generic)} (looked in {looked}, then the built-ins)"
+            )
         return None
 
     def markers(self, phase: Phase) -> list[str]:
@@ -99,27 +123,52 @@ class Orchestrator:
         for name in sorted(names):
             yield f"{name}: pytest-maestro phase marker (agent, wave or tag)"
 
-    def runtime_name(self, phase: Phase) -> str:
+    def runtime_name(self, phase: Phase) -> str | None:
+        """The phase's own runtime, else its agent's, else ``--maestro-runtime``, else ``shell``
+        when it has ``run:`` commands; None: nothing can run it."""
         agent = self.agents.get(phase.agent) if phase.agent else None
-        return agent.runtime if agent else "shell"
+        for runtime in (phase.runtime, agent.runtime if agent else None, self.settings.runtime):
+            if runtime:
+                return runtime
+        return "shell" if phase.run else None
 
     def agent_name(self, phase: Phase) -> str:
-        return phase.agent or self.runtime_name(phase)
+        return phase.agent or self.runtime_name(phase) or "none"
 
     def cannot_run(self, selected: Iterable[str]) -> str | None:
         """Why the first selected phase that cannot run at all cannot, or None: refused before
         anything runs rather than failed half-way through the plan."""
+        needs_consent: dict[str, Runtime] = {}
         for phase_id in selected:
             phase = self.plan.phase(phase_id)
-            runtime = self.runtime_name(phase)
-            if runtime not in AVAILABLE:
+            name = self.runtime_name(phase)
+            if name is None:
                 return (
-                    f"{self.where(phase)} needs runtime {runtime!r} (agent {phase.agent!r}), "
-                    f"which this version does not provide; available: {', '.join(AVAILABLE)}"
+                    f"{self.where(phase)} has nothing to run: give it 'run:' commands, or an "
+                    f"agent CLI to hand it to (--maestro-runtime: {', '.join(self.llm_runtimes())})"
                 )
-            if not phase.run and runtime == "shell":
+            runtime = self.runtimes.get(name)
+            if runtime is None:
+                whose = f"agent {phase.agent!r}" if phase.agent else "--maestro-runtime"
+                return (
+                    f"{self.where(phase)} needs runtime {name!r} ({whose}), which no installed "
+                    f"plugin provides; available: {', '.join(sorted(self.runtimes))}"
+                )
+            if name == "shell" and not phase.run:
                 return f"{self.where(phase)} has nothing to run: give it 'run:' commands"
+            if runtime.autonomy and edits(phase) and not self.settings.autonomous:
+                needs_consent.setdefault(name, runtime)
+        if needs_consent:
+            allows = "; ".join(f"{n}: {r.autonomy}" for n, r in needs_consent.items())
+            return (
+                f"phases go to agent CLIs ({', '.join(needs_consent)}) that can change files and "
+                f"run commands in {self.root}: run with --maestro-autonomous to let them do so "
+                f"without asking ({allows})"
+            )
         return None
+
+    def llm_runtimes(self) -> list[str]:
+        return sorted(name for name, runtime in self.runtimes.items() if runtime.autonomy)
 
     def timeout(self, phase: Phase) -> float:
         """Seconds per attempt unless the phase sets its own: the agent's ``timeout_mins``,
@@ -143,8 +192,16 @@ class Orchestrator:
             check_timeout=self.settings.check_timeout,
             max_retries=self.settings.max_retries,
         )
-        runner = PhaseRunner(config, get_runtime(self.runtime_name(phase)), build_prompt)
+        name = self.runtime_name(phase)
+        assert name is not None, "cannot_run refuses a phase without a runtime"
+        runner = PhaseRunner(config, self.runtimes[name], build_prompt)
         return runner.run(phase)
+
+
+def edits(phase: Phase) -> bool:
+    """Whether a phase may change files: it declares some to write, or declares no files at
+    all (formats without file lists). Only one that declares reads and no writes is read-only."""
+    return bool(phase.files.writes) or not phase.reads
 
 
 def _unique(paths: Iterable[Path]) -> list[Path]:

@@ -8,12 +8,34 @@ from pathlib import Path
 import pytest
 
 from .plan import PlanError, load_plan
+from .runtimes import BUILTIN_RUNTIMES, Runtime
 from .settings import ANALYZE_FORMATS, OPTIONS, Settings, SettingsError
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
     "print the plan's waves, chunks and critical path (text, json or mermaid); run nothing"
 )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_maestro_runtimes(config: pytest.Config) -> list[Runtime]:
+    """The built-in runtimes, after any a plugin provides."""
+    return list(BUILTIN_RUNTIMES)
+
+
+def runtimes(config: pytest.Config) -> dict[str, Runtime]:
+    """Every runtime by name; the first plugin to name one wins over later ones."""
+    found: dict[str, Runtime] = {}
+    for provided in config.hook.pytest_maestro_runtimes(config=config):
+        for runtime in provided:
+            found.setdefault(runtime.name, runtime)
+    return found
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -89,8 +111,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings,
         plan,
         root,
-        agent_dirs=[plan.path.parent / "agents", root / "agents", config.rootpath / "agents"],
+        agent_dirs=agent_dirs(config, settings, plan.path, root),
         decides=decides,
+        runtimes=runtimes(config),
         durations=cached_durations(config, durations_key(plan.path.resolve())) if decides else {},
     )
     config.stash[ORCHESTRATOR_KEY] = maestro
@@ -103,6 +126,21 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path) -> list[Path]:
+    """Where agent definitions are looked for, first found first (see agents.py)."""
+    explicit = []
+    if settings.agents_dir:
+        explicit.append(config.invocation_params.dir / settings.agents_dir)
+    return [
+        *explicit,
+        plan.parent / "agents",
+        root / "agents",
+        config.rootpath / "agents",
+        root / ".claude" / "agents",
+        Path.home() / ".claude" / "agents",
+    ]
 
 
 def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:

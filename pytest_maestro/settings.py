@@ -98,6 +98,49 @@ OPTIONS: tuple[Option, ...] = (
         "float",
         0.5,
     ),
+    Option(
+        "runtime",
+        "runtime of phases whose agent names none (claude, codex, gemini, copilot, opencode, "
+        "command, shell, or one a plugin adds); phases with run: commands default to shell",
+        env="MAESTRO_RUNTIME",
+    ),
+    Option("model", "model of phases whose agent names none", env="MAESTRO_DEFAULT_MODEL"),
+    Option(
+        "agents_dir", "a directory of agent definitions, searched first", env="MAESTRO_AGENTS_DIR"
+    ),
+    Option(
+        "autonomous",
+        "let agent CLIs edit files and run commands without asking (their approval flags)",
+        "bool",
+        False,
+        env="MAESTRO_AUTONOMOUS",
+    ),
+    Option(
+        "strict_files",
+        "fail a phase whose agent changed files outside those it declares",
+        "bool",
+        False,
+    ),
+    Option(
+        "budget_usd",
+        "dollars the session may spend on agent CLIs; no phase or attempt starts past it (0: none)",
+        "float",
+        0.0,
+        env="MAESTRO_BUDGET_USD",
+    ),
+    Option(
+        "max_wait",
+        "seconds a phase may wait out an agent CLI's rate limits, in all",
+        "float",
+        900.0,
+        env="MAESTRO_MAX_WAIT",
+    ),
+    Option(
+        "commit",
+        "commit each completed phase's declared files as '<phase id>: <phase name>'",
+        "bool",
+        False,
+    ),
 )
 
 
@@ -120,6 +163,14 @@ class Settings:
     max_concurrent: int
     stagger: float
     circuit_breaker: float
+    runtime: str | None
+    model: str | None
+    agents_dir: str | None
+    autonomous: bool
+    strict_files: bool
+    budget_usd: float
+    max_wait: float
+    commit: bool
 
     @classmethod
     def from_config(cls, config: pytest.Config, env: Mapping[str, str] | None = None) -> Settings:
@@ -145,7 +196,7 @@ class Settings:
         for name in ("timeout", "check_timeout"):
             if getattr(self, name) <= 0:
                 raise bad(name, "> 0")
-        for name in ("max_retries", "max_concurrent", "stagger"):
+        for name in ("max_retries", "max_concurrent", "stagger", "budget_usd", "max_wait"):
             if getattr(self, name) < 0:
                 raise bad(name, ">= 0")
         if not 0 <= self.circuit_breaker <= 1:

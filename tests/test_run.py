@@ -253,7 +253,10 @@ def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester, workers:
     result = run_maybe_parallel(pytester, workers, "--maestro", "plan.yaml")
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
     result.stdout.fnmatch_lines(
-        ["*plan.yaml:*: phase 'a' names unknown agent 'codr'; available: coder, shell"]
+        [
+            "*plan.yaml:*: phase 'a' names unknown agent 'codr'; did you mean 'coder'? "
+            "available: claude, coder, codex, copilot, gemini, opencode, shell"
+        ]
     )
     assert "Traceback" not in result.stdout.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

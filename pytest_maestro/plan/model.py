@@ -62,6 +62,8 @@ class Phase:
     rollback_triggers: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     model: str | None = None
+    runtime: str | None = None  # beats the agent's and --maestro-runtime
+    budget_usd: float | None = None  # dollars this phase may spend on its agent CLI
 
 
 @dataclass(frozen=True)

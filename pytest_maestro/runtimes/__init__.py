@@ -1,19 +1,14 @@
-"""Runtimes turn one attempt of a phase into a result: ``shell`` offline, LLM CLIs later."""
+"""Runtimes turn one attempt of a phase into a result: ``shell`` offline, or an agent CLI.
+
+Each built-in lives in its own module; ``plugin.py`` offers them through the
+``pytest_maestro_runtimes`` hook, through which other plugins add theirs.
+"""
 
 from __future__ import annotations
 
 from .base import AgentRequest, AgentResult, Runtime
 from .shell import ShellRuntime
 
-__all__ = ["AVAILABLE", "AgentRequest", "AgentResult", "Runtime", "get_runtime"]
+__all__ = ["BUILTIN_RUNTIMES", "AgentRequest", "AgentResult", "Runtime"]
 
-# Runtimes this version provides; agents may name the others of agents.RUNTIMES already.
-AVAILABLE = ("shell",)
-
-
-def get_runtime(name: str) -> Runtime:
-    runtimes: dict[str, Runtime] = {"shell": ShellRuntime()}
-    try:
-        return runtimes[name]
-    except KeyError:
-        raise ValueError(f"unknown runtime {name!r}; known: {', '.join(runtimes)}") from None
+BUILTIN_RUNTIMES: tuple[Runtime, ...] = (ShellRuntime(),)

@@ -34,6 +34,13 @@ class AgentResult:
 
 
 class Runtime(Protocol):
-    name: str
+    """``name`` is what agents and ``--maestro-runtime`` call it; ``autonomy`` says what
+    ``--maestro-autonomous`` lets it do (its approval flags), empty when it needs no consent."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def autonomy(self) -> str: ...
 
     def run(self, request: AgentRequest) -> AgentResult: ...

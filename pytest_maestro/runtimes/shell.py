@@ -10,6 +10,7 @@ from .base import AgentRequest, AgentResult
 
 class ShellRuntime:
     name = "shell"
+    autonomy = ""  # the plan's own commands: the plan is the consent
 
     def run(self, request: AgentRequest) -> AgentResult:
         deadline = time.monotonic() + request.timeout
