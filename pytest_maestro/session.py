@@ -123,9 +123,10 @@ class MaestroSession:
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
                 "again (--maestro-fresh runs every phase)"
             )
-        if self.maestro.plan.warnings:
+        warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
+        if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
-            for warning in self.maestro.plan.warnings:
+            for warning in warnings:
                 terminalreporter.line(warning)
 
     def _check_breaker(self) -> None:
