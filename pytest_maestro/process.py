@@ -31,9 +31,12 @@ class ProcessResult:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
-    def output(self) -> str:
+    def output(self, limit: int | None = None) -> str:
+        """What the command wrote to the log (its last ``limit`` bytes, when given)."""
         with self.log.open("rb") as handle:
-            handle.seek(self.log_offset)
+            end = handle.seek(0, os.SEEK_END)
+            start = self.log_offset if limit is None else max(self.log_offset, end - limit)
+            handle.seek(start)
             return handle.read().decode("utf-8", "replace")
 
     def tail(self, lines: int = 20) -> list[str]:
@@ -49,15 +52,24 @@ def run_process(
     log: Path,
     stdin: bytes | None = None,
     header: str | None = None,
+    stdin_file: Path | None = None,
+    stdout_file: Path | None = None,
 ) -> ProcessResult:
     """Run ``argv``; its stdout and stderr are appended to ``log``.
+
+    ``stdin_file`` is read as its standard input (a file, not a pipe: a command that never reads
+    it cannot block us); ``stdout_file``, when given, receives its standard output alone (an
+    agent CLI's JSON), while its standard error still goes to ``log``.
 
     The command leads a new session (and so a new process group): on timeout the whole group gets
     SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
     a background grandchild holding the pipe open cannot hang us.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("ab"))
+        source = files.enter_context(stdin_file.open("rb")) if stdin_file else None
+        target = files.enter_context(stdout_file.open("wb")) if stdout_file else out
         if header:
             out.write(header.encode() + b"\n")
             out.flush()
@@ -67,8 +79,8 @@ def run_process(
             list(argv),
             cwd=cwd,
             env=dict(env),
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=out,
+            stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
+            stdout=target,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )

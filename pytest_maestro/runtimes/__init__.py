@@ -7,8 +7,20 @@ Each built-in lives in its own module; ``plugin.py`` offers them through the
 from __future__ import annotations
 
 from .base import AgentRequest, AgentResult, Runtime
+from .claude import ClaudeRuntime
+from .codex import CodexRuntime
+from .command import CommandRuntime, CopilotRuntime, OpenCodeRuntime
+from .gemini import GeminiRuntime
 from .shell import ShellRuntime
 
 __all__ = ["BUILTIN_RUNTIMES", "AgentRequest", "AgentResult", "Runtime"]
 
-BUILTIN_RUNTIMES: tuple[Runtime, ...] = (ShellRuntime(),)
+BUILTIN_RUNTIMES: tuple[Runtime, ...] = (
+    ShellRuntime(),
+    ClaudeRuntime(),
+    CodexRuntime(),
+    GeminiRuntime(),
+    CopilotRuntime(),
+    OpenCodeRuntime(),
+    CommandRuntime(),
+)

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..agents import Agent
 from ..plan import Phase
 from ..process import ProcessResult
+from ..state.model import Tokens
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,14 @@ class AgentRequest:
     env: Mapping[str, str]
     timeout: float
     log: Path
+    agent: Agent | None = None
+    model: str | None = None
+    autonomous: bool = False  # the user consented to the CLI acting without asking
+    budget_usd: float | None = None  # dollars this attempt may still spend
+
+    def attempt_file(self, suffix: str) -> Path:
+        """A file of this attempt beside the phase's log: its prompt, the CLI's reply."""
+        return self.log.with_name(f"{self.log.stem}.attempt-{self.attempt}{suffix}")
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,12 @@ class AgentResult:
     status: str  # completed | failed | blocked
     message: str  # one line: why it failed, or the agent's own status line
     processes: tuple[ProcessResult, ...] = ()
+    text: str = ""  # the agent's reply
+    tokens: Tokens | None = None  # what the attempt cost, when the CLI says
+    session_id: str | None = None
+    # Rate-limited or overloaded: wait and try again, without counting an attempt.
+    limited: bool = False
+    retry_after: float | None = None  # seconds, when the CLI says
 
     @property
     def ok(self) -> bool:

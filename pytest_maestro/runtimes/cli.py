@@ -1,0 +1,234 @@
+"""What every agent CLI runtime shares: the prompt file, the process, reading the reply.
+
+A runtime module says how to call its CLI (``argv``) and how to read what it printed
+(``read_reply``); this module runs it under the phase's timeout in its own process group, with
+the prompt on standard input from a file kept beside the log (never as one huge argument), its
+standard output in a file of its own, and tells rate limits and spent quotas from failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..handoff import parse_handoff
+from ..process import ProcessResult, run_process
+from ..state.model import Tokens
+from .base import AgentRequest, AgentResult
+
+# Most of a reply this tool reads back: a reply is text for the session state, not a dump.
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+MAX_PROMPT_BYTES = 1024 * 1024
+MAX_STDERR_BYTES = 64 * 1024
+
+# Checked before the rate-limit words: a spent quota also says "limit", and waiting won't help.
+_QUOTA = re.compile(
+    r"usage limit|hit your limit|daily quota|exceeded your current quota|no quota|quota_exceeded"
+    r"|insufficient[_ ](quota|credit|funds|balance)|credit balance is too low|billing",
+    re.IGNORECASE,
+)
+_RATE_LIMIT = re.compile(
+    r"\b429\b|\b529\b|rate[ _-]?limit|too many requests|overloaded|resource has been exhausted"
+    r"|resource_exhausted|try again later|temporarily unavailable|\b503\b",
+    re.IGNORECASE,
+)
+_RETRY_AFTER = re.compile(
+    r"retry[ -]after\D{0,4}(\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)?"
+    r"|try again in (\d+(?:\.\d+)?)\s*(s|sec|seconds?|m|min|minutes?|h|hours?)",
+    re.IGNORECASE,
+)
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a CLI printed, read: its final text, whether it says it failed, what it cost."""
+
+    text: str
+    error: str | None = None  # the CLI's own error message, exit code aside
+    tokens: Tokens | None = None
+    session_id: str | None = None
+
+
+class CliRuntime:
+    """Subclasses set ``name``, ``executable`` and ``autonomy``, and define ``arguments`` and
+    ``read_reply``."""
+
+    name = ""
+    executable = ""
+    autonomy = ""  # what --maestro-autonomous adds, in words and flags
+
+    def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        raise NotImplementedError
+
+    def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        return [self.executable, *self.arguments(request, prompt_file)]
+
+    def feeds_stdin(self, request: AgentRequest) -> bool:
+        """Whether the prompt goes to standard input (else only the prompt file names it)."""
+        return True
+
+    def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        """The reply from the CLI's standard output (its standard error, also in the log, may
+        say why it failed)."""
+        if exit_code == 0:
+            return Reply(stdout.strip())
+        return Reply(stdout.strip(), f"exited {exit_code}: {last_lines(stderr)}".rstrip(": "))
+
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        agent_env = dict(request.agent.env) if request.agent else {}
+        return {**request.env, **agent_env}
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        prompt = request.prompt.encode()
+        if not request.prompt.strip():
+            return AgentResult("blocked", "the prompt is empty: nothing to hand to the agent")
+        if len(prompt) > MAX_PROMPT_BYTES:
+            return AgentResult(
+                "blocked",
+                f"the prompt is {len(prompt) // 1024} KiB, over the {MAX_PROMPT_BYTES // 1024}"
+                " KiB an agent CLI is handed: shorten the phase's task or context",
+            )
+        prompt_file = request.attempt_file(".prompt.md")
+        reply_file = request.attempt_file(".reply")
+        prompt_file.write_bytes(prompt)  # kept: what was sent is part of the record
+        argv = self.argv(request, prompt_file)
+        try:
+            process = run_process(
+                argv,
+                cwd=request.root,
+                env=self.environment(request),
+                timeout=request.timeout,
+                log=request.log,
+                header=f"$ {shlex.join(argv)} < {prompt_file.name}",
+                stdin_file=prompt_file if self.feeds_stdin(request) else None,
+                stdout_file=reply_file,
+            )
+        except FileNotFoundError:
+            return AgentResult(
+                "blocked",
+                f"{argv[0]!r} is not on PATH: install the {self.name} CLI, or choose another "
+                "runtime (--maestro-runtime, or the agent's runtime:)",
+            )
+        except PermissionError:
+            return AgentResult("blocked", f"{argv[0]!r} cannot be executed")
+        if process.timed_out:
+            return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
+        stderr = process.output(MAX_STDERR_BYTES)
+        reply = self.read_reply(process.exit_code, read_bounded(reply_file), stderr)
+        return judge(reply, process.exit_code, (process,))
+
+
+def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -> AgentResult:
+    """The attempt's result from what the CLI said: a limit to wait out, a spent quota, an
+    error (whatever the exit code), or the agent's own status line."""
+    error = reply.error
+    if error is None and exit_code != 0:
+        error = f"exited {exit_code}"
+    if error is not None:
+        text = f"{error} {reply.text}"
+        if _QUOTA.search(text):
+            return AgentResult(
+                "blocked",
+                f"quota spent: {one_line(error)}",
+                procs,
+                reply.text,
+                reply.tokens,
+                reply.session_id,
+            )
+        if _RATE_LIMIT.search(text):
+            return AgentResult(
+                "failed",
+                f"rate limited: {one_line(error)}",
+                procs,
+                reply.text,
+                reply.tokens,
+                reply.session_id,
+                limited=True,
+                retry_after=retry_after(text),
+            )
+        return AgentResult(
+            "failed",
+            f"the agent CLI failed: {one_line(error)}",
+            procs,
+            reply.text,
+            reply.tokens,
+            reply.session_id,
+        )
+    handoff = parse_handoff(reply.text)
+    status = handoff.status or "failed"
+    message = handoff.status_line or "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
+    return AgentResult(status, message, procs, reply.text, reply.tokens, reply.session_id)
+
+
+def retry_after(text: str) -> float | None:
+    match = _RETRY_AFTER.search(text)
+    if match is None:
+        return None
+    number = match.group(1) or match.group(3)
+    unit = (match.group(2) or match.group(4) or "s")[0].lower()
+    return float(number) * _UNITS[unit]
+
+
+def read_bounded(path: Path, limit: int = MAX_REPLY_BYTES) -> str:
+    """The file's text, or its last ``limit`` bytes: a runaway reply costs no more memory."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
+                handle.seek(size - limit)
+            return handle.read(limit).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def last_lines(text: str, count: int = 3) -> str:
+    return " ".join(line.strip() for line in text.strip().splitlines()[-count:])
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def last_json_object(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object (CLIs may print notices first), else the
+    whole text as one object."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` that is a JSON object."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+def count(value: Any) -> int:
+    """A token count from a CLI's JSON: a number, else 0."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0

@@ -1,0 +1,62 @@
+"""Codex CLI: ``codex exec --json -``, the prompt on standard input.
+
+The reply is JSON Lines of thread events: the final text is the last ``item.completed`` whose item
+is an ``agent_message``; tokens come from each ``turn.completed``'s ``usage`` (input, cached input,
+output); ``turn.failed`` and ``error`` events say why a turn failed. Codex reports no cost.
+See docs/agent-clis.md for the sources.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..state.model import Tokens
+from .base import AgentRequest
+from .cli import CliRuntime, Reply, count, json_lines, last_lines
+
+
+class CodexRuntime(CliRuntime):
+    name = "codex"
+    executable = "codex"
+    autonomy = "--sandbox workspace-write: edits files and runs commands in the project, unasked"
+
+    def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        # The project root need not be a git repository (a scratch directory): this tool keeps
+        # the declared files' pre-images itself, which is what codex's check is for.
+        args = ["exec", "--json", "--skip-git-repo-check"]
+        if request.model:
+            args += ["--model", request.model]
+        if request.autonomous:
+            args += ["--sandbox", "workspace-write"]
+        return [*args, "-"]
+
+    def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        text, failure, session = "", None, None
+        tokens = Tokens()
+        events = 0
+        for event in json_lines(stdout):
+            events += 1
+            kind = event.get("type")
+            if kind == "thread.started":
+                session = str(event.get("thread_id") or "") or None
+            elif kind == "item.completed":
+                item = event.get("item")
+                if isinstance(item, dict) and item.get("type") == "agent_message":
+                    text = str(item.get("text") or "")
+            elif kind == "turn.completed":
+                usage = event.get("usage")
+                if isinstance(usage, dict):
+                    cached = count(usage.get("cached_input_tokens"))
+                    tokens += Tokens(
+                        count(usage.get("input_tokens")) - cached,
+                        count(usage.get("output_tokens")),
+                        cached,
+                    )
+            elif kind == "turn.failed":
+                error = event.get("error")
+                failure = str(error.get("message") if isinstance(error, dict) else error)
+        if failure is None and exit_code != 0:
+            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+        if failure is None and not events:
+            failure = "no JSON events on standard output"
+        return Reply(text, failure, tokens if events else None, session)

@@ -1,0 +1,110 @@
+"""Any agent CLI, from an argv template; and the presets for GitHub Copilot CLI and OpenCode.
+
+An agent file's ``command:`` is the argv, with ``{prompt_file}``, ``{model}``, ``{phase_id}`` and
+``{root}`` filled in; ``prompt_via: stdin`` (the default) also feeds the prompt on standard input,
+``file`` does not. The reply is the command's standard output, its status line the verdict. An
+element naming ``{model}`` when no model is set is left out, with the option just before it
+(``--model {model}``). The command is the user's own, so it needs no ``--maestro-autonomous``;
+the presets do, and add their CLI's approval flags only under it.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+from .base import AgentRequest, AgentResult
+from .cli import CliRuntime
+
+PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def expand(template: tuple[str, ...], values: dict[str, str | None]) -> list[str]:
+    argv: list[str] = []
+    for element in template:
+        names = {name for _, name, _, _ in string.Formatter().parse(element) if name}
+        unknown = names - set(PLACEHOLDERS)
+        if unknown:
+            raise TemplateError(
+                f"unknown placeholder {{{sorted(unknown)[0]}}} in {element!r}; "
+                f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+            )
+        if any(values.get(name) is None for name in names):
+            if argv and argv[-1].startswith("-") and "{" not in argv[-1]:
+                argv.pop()  # the option whose value is missing
+            continue
+        argv.append(element.format_map({k: v or "" for k, v in values.items()}))
+    return argv
+
+
+class CommandRuntime(CliRuntime):
+    """The agent's ``command:`` argv."""
+
+    name = "command"
+    autonomy = ""
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        try:
+            self.template(request)
+        except TemplateError as exc:
+            return AgentResult("blocked", str(exc))
+        return super().run(request)
+
+    def template(self, request: AgentRequest) -> tuple[str, ...]:
+        agent = request.agent
+        if agent is None or not agent.command:
+            who = f"agent {agent.name!r}" if agent else "the phase's agent"
+            raise TemplateError(f"runtime 'command' needs {who} to give a command: argv")
+        return agent.command
+
+    def feeds_stdin(self, request: AgentRequest) -> bool:
+        return request.agent is None or request.agent.prompt_via != "file"
+
+    def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        values = {
+            "prompt_file": str(prompt_file),
+            "model": request.model,
+            "phase_id": request.phase.id,
+            "root": str(request.root),
+        }
+        return expand(self.template(request), values)
+
+
+class CopilotRuntime(CommandRuntime):
+    """GitHub Copilot CLI in prompt mode: the prompt on standard input, the reply alone on
+    standard output (``--silent``)."""
+
+    name = "copilot"
+    autonomy = "--allow-all-tools: edits files and runs commands without asking"
+
+    def template(self, request: AgentRequest) -> tuple[str, ...]:
+        argv = ["copilot", "--silent", "--no-ask-user", "--model", "{model}"]
+        if request.autonomous:
+            argv.append("--allow-all-tools")
+        return tuple(argv)
+
+    def feeds_stdin(self, request: AgentRequest) -> bool:
+        return True
+
+
+class OpenCodeRuntime(CommandRuntime):
+    """OpenCode's ``opencode run``: the message on standard input, the reply on standard output.
+    OpenCode allows edits by default; without consent its permission config denies them."""
+
+    name = "opencode"
+    autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
+
+    def template(self, request: AgentRequest) -> tuple[str, ...]:
+        return ("opencode", "run", "--model", "{model}")
+
+    def feeds_stdin(self, request: AgentRequest) -> bool:
+        return True
+
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        rule = "allow" if request.autonomous else "deny"
+        permission = f'{{"edit": "{rule}", "bash": "{rule}"}}'
+        return {**super().environment(request), "OPENCODE_PERMISSION": permission}
