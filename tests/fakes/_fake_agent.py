@@ -45,9 +45,11 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 STATE_ENV = "FAKE_AGENT_STATE"
 DEFAULT_TOKENS = (1200, 150, 0.0042)
@@ -59,44 +61,51 @@ _ATTEMPT = re.compile(r"^Attempt:\s*(\d+)", re.MULTILINE)
 _FLAGS = ("SUCCEED", "FAIL_FIRST", "FAIL", "BLOCKED", "NO_HANDOFF", "HANG", "QUOTA", "ERROR_EXIT0")
 
 
-@dataclass(frozen=True)
 class Tokens:
-    input: int
-    output: int
-    cost: float
+    def __init__(self, input: int, output: int, cost: float) -> None:
+        self.input, self.output, self.cost = input, output, cost
 
 
-@dataclass
 class Edit:
-    path: str  # as the prompt gave it
-    content: str
-    target: Path
-    existed: bool
-    written: bool = False
+    def __init__(self, path: str, content: str, target: Path, existed: bool) -> None:
+        self.path = path  # as the prompt gave it
+        self.content = content
+        self.target = target
+        self.existed = existed
+        self.written = False
 
 
-@dataclass
 class Reply:
     """The agent's answer: `kind` is answer, rate_limit, quota or error_exit0."""
 
-    kind: str
-    text: str
-    status: str | None  # COMPLETED, FAILED, BLOCKED, or None without a status line
-    edits: list[Edit] = field(default_factory=list)
-    tokens: Tokens = Tokens(*DEFAULT_TOKENS)
+    def __init__(
+        self,
+        kind: str,
+        text: str,
+        status: str | None,  # COMPLETED, FAILED, BLOCKED, or None without a status line
+        edits: list[Edit] | None = None,
+        tokens: Tokens | None = None,
+    ) -> None:
+        self.kind, self.text, self.status = kind, text, status
+        self.edits = edits or []
+        self.tokens = tokens or Tokens(*DEFAULT_TOKENS)
 
     @property
     def denied(self) -> list[Edit]:
         return [edit for edit in self.edits if not edit.written]
 
 
-@dataclass(frozen=True)
 class Markers:
-    flags: frozenset[str]
-    edits: tuple[tuple[str, str], ...]
-    sleep: float
-    rate_limit_over: int | None
-    tokens: Tokens
+    def __init__(
+        self,
+        flags: frozenset[str],
+        edits: tuple[tuple[str, str], ...],
+        sleep: float,
+        rate_limit_over: int | None,
+        tokens: Tokens,
+    ) -> None:
+        self.flags, self.edits, self.sleep = flags, edits, sleep
+        self.rate_limit_over, self.tokens = rate_limit_over, tokens
 
     @classmethod
     def parse(cls, prompt: str) -> Markers:
@@ -167,6 +176,21 @@ class StrictParser(argparse.ArgumentParser):
         return args
 
 
+def new_id() -> str:
+    """A random UUID (version 4) string, without importing uuid."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40
+    raw[8] = raw[8] & 0x3F | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def iso_now() -> str:
+    """UTC time as JavaScript's Date.toISOString() writes it."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
 def read_stdin() -> str:
     """All of stdin unless it is a terminal (the real CLIs read a pipe or file to EOF)."""
     if sys.stdin is None or sys.stdin.isatty():
@@ -214,9 +238,9 @@ class Call:
             return
         running = self.state / "running"
         running.mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGTERM, self._terminated)  # first: a slot is never left behind
         self._slot = running / f"{self.cli}-{os.getpid()}"
         self._slot.write_text(str(os.getpid()))
-        signal.signal(signal.SIGTERM, self._terminated)
 
     def _terminated(self, signum: int, frame: object) -> None:
         self.release()
@@ -235,8 +259,8 @@ class Call:
             return 1
         count = 0
         for slot in (self.state / "running").iterdir():
-            try:
-                os.kill(int(slot.read_text() or 0), 0)
+            try:  # a slot read while being written is empty: its process is alive anyway
+                os.kill(int(slot.read_text() or os.getpid()), 0)
             except (ValueError, ProcessLookupError, FileNotFoundError):
                 with contextlib.suppress(FileNotFoundError):
                     slot.unlink()
