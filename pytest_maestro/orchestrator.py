@@ -8,6 +8,7 @@ answers how a phase runs (runtime, timeout, markers) and runs it.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -16,12 +17,13 @@ from .agents import Agent, AgentRegistry, generic_agent
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
-from .prompt import build_prompt
+from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
 from .run import RunState
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
 from .runtimes import Runtime
 from .settings import Settings
+from .state import SessionDoc, SessionPaths, StateError, read_session
 
 
 def marker_name(text: str) -> str:
@@ -183,7 +185,15 @@ class Orchestrator:
         if self.recorder is not None:
             self.recorder.started(phase, self.agent_name(phase), worker)
 
+    def model(self, phase: Phase) -> str | None:
+        """The phase's model, else its agent's, else ``--maestro-model``."""
+        agent = self.agent(phase)
+        return phase.model or (agent.model if agent else None) or self.settings.model
+
     def run_phase(self, phase: Phase) -> PhaseOutcome:
+        name = self.runtime_name(phase)
+        assert name is not None, "cannot_run refuses a phase without a runtime"
+        runtime = self.runtimes[name]
         config = RunConfig(
             plan=self.plan,
             root=self.root,
@@ -191,11 +201,43 @@ class Orchestrator:
             timeout=self.timeout(phase),
             check_timeout=self.settings.check_timeout,
             max_retries=self.settings.max_retries,
+            agent=self.agent(phase),
+            model=self.model(phase),
+            autonomous=self.settings.autonomous,
         )
-        name = self.runtime_name(phase)
-        assert name is not None, "cannot_run refuses a phase without a runtime"
-        runner = PhaseRunner(config, self.runtimes[name], build_prompt)
+        context = self.prompt_context(phase) if runtime.autonomy else PromptContext(self.plan)
+        runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))
         return runner.run(phase)
+
+    def prompt_context(self, phase: Phase) -> PromptContext:
+        """The agent, the session and what the phase's dependencies handed on, read from the
+        session file (a worker reads it too: the controller wrote them before sending it)."""
+        doc = self._saved_session()
+        states = doc.phases if doc else {}
+        dependencies = tuple(
+            DependencyResult(
+                dep,
+                self.plan.phase(dep).name,
+                states[dep].result if dep in states else None,
+                states[dep].downstream_context if dep in states else {},
+            )
+            for dep in phase.blocked_by
+        )
+        return PromptContext(
+            self.plan,
+            self.agent(phase),
+            doc.session_id if doc else "",
+            dependencies,
+            wave=self.graph.wave(phase.id),
+            runtime=self.runtime_name(phase) or "agent",
+        )
+
+    def _saved_session(self) -> SessionDoc | None:
+        paths = SessionPaths.for_plan(self.state_dir, self.plan, self.root)
+        try:
+            return read_session(paths.snapshot)
+        except (OSError, StateError):
+            return None
 
 
 def edits(phase: Phase) -> bool:

@@ -58,6 +58,7 @@ class PromptContext:
     dependencies: tuple[DependencyResult, ...] = ()
     other_agents: tuple[str, ...] = ()  # named by the phase besides the one that runs it
     wave: int = 1  # the phase's wave: Maestro's batch
+    runtime: str = "agent"  # who runs the phase when no agent is named
 
 
 def build_prompt(
@@ -65,7 +66,7 @@ def build_prompt(
 ) -> str:
     plan = context.plan
     position = plan.ids.index(phase.id) + 1
-    agent_name = context.agent.name if context.agent else "agent"
+    agent_name = context.agent.name if context.agent else context.runtime
     header = [
         f"Agent: {agent_name}",
         f"Phase: {phase.id}/{len(plan.phases)} ({position} of {len(plan.phases)}: {phase.name})",

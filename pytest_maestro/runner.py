@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .agents import Agent
 from .files import FileSnapshot, OutsideRoot, file_problems
 from .plan import Phase, Plan
 from .process import groups_file, run_process
@@ -58,6 +59,9 @@ class RunConfig:
     timeout: float
     check_timeout: float
     max_retries: int
+    agent: Agent | None = None
+    model: str | None = None
+    autonomous: bool = False
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -127,6 +131,9 @@ class PhaseRunner:
             env,
             self._timeout(phase),
             log,
+            agent=cfg.agent,
+            model=cfg.model,
+            autonomous=cfg.autonomous,
         )
         agent = self.runtime.run(request)
         if not agent.ok:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
+from typing import Any
 
+from ..state.model import Tokens
 from .base import AgentRequest, AgentResult
-from .cli import CliRuntime
+from .cli import CliRuntime, Reply, count, json_lines, last_lines
 
 PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
 
@@ -49,7 +51,7 @@ class CommandRuntime(CliRuntime):
 
     def run(self, request: AgentRequest) -> AgentResult:
         try:
-            self.template(request)
+            self.argv(request, request.attempt_file(".prompt.md"))
         except TemplateError as exc:
             return AgentResult("blocked", str(exc))
         return super().run(request)
@@ -75,20 +77,40 @@ class CommandRuntime(CliRuntime):
 
 
 class CopilotRuntime(CommandRuntime):
-    """GitHub Copilot CLI in prompt mode: the prompt on standard input, the reply alone on
-    standard output (``--silent``)."""
+    """GitHub Copilot CLI in prompt mode: the prompt on standard input, JSON Lines events on
+    standard output (``assistant.message``, ``assistant.usage``, ``session.error``)."""
 
     name = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        argv = ["copilot", "--silent", "--no-ask-user", "--model", "{model}"]
+        argv = ["copilot", "--output-format", "json", "--no-ask-user", "--model", "{model}"]
         if request.autonomous:
             argv.append("--allow-all-tools")
         return tuple(argv)
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
+
+    def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        text, failure, session, tokens = "", None, None, Tokens()
+        events = json_lines(stdout)
+        for event in events:
+            kind, data = event.get("type"), event.get("data")
+            data = data if isinstance(data, dict) else {}
+            if kind == "assistant.message" and data.get("content"):
+                text = str(data["content"])
+            elif kind == "assistant.usage":
+                tokens += Tokens(count(data.get("inputTokens")), count(data.get("outputTokens")))
+            elif kind == "session.error":
+                failure = f"{data.get('errorType', 'error')}: {data.get('message', '')}"
+            elif kind == "result":
+                session = str(event.get("sessionId") or "") or None
+        if failure is None and exit_code != 0:
+            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+        if failure is None and not events:
+            failure = "no JSON events on standard output"
+        return Reply(text, failure, tokens if events else None, session)
 
 
 class OpenCodeRuntime(CommandRuntime):
@@ -99,12 +121,48 @@ class OpenCodeRuntime(CommandRuntime):
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        return ("opencode", "run", "--model", "{model}")
+        return ("opencode", "run", "--format", "json", "--model", "{model}")
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
+
+    def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        """JSON Lines events: ``text`` parts, ``step_finish`` parts with ``cost`` and
+        ``tokens``, ``error`` events."""
+        texts: list[str] = []
+        failure, session, tokens = None, None, Tokens()
+        events = json_lines(stdout)
+        for event in events:
+            kind, part = event.get("type"), event.get("part")
+            part = part if isinstance(part, dict) else {}
+            session = session or (str(event.get("sessionID") or "") or None)
+            if kind == "text" and part.get("text"):
+                texts.append(str(part["text"]))
+            elif kind == "step_finish":
+                used = _mapping(part.get("tokens"))
+                cache = _mapping(used.get("cache"))
+                tokens += Tokens(
+                    count(used.get("input")),
+                    count(used.get("output")),
+                    count(cache.get("read")),
+                    float(part.get("cost") or 0.0),
+                )
+            elif kind == "error":
+                error = _mapping(event.get("error"))
+                data = error.get("data")
+                message = _mapping(data).get("message") or data or error
+                failure = f"{error.get('name', 'error')}: {message}"
+        if failure is None and exit_code != 0:
+            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+        if failure is None and not events:
+            failure = "no JSON events on standard output"
+        return Reply("\n".join(texts), failure, tokens if events else None, session)
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         rule = "allow" if request.autonomous else "deny"
         permission = f'{{"edit": "{rule}", "bash": "{rule}"}}'
         return {**super().environment(request), "OPENCODE_PERMISSION": permission}
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
