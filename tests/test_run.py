@@ -360,14 +360,18 @@ def test_agent_timeout_bounds_its_phases(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["attempt 1: timed out after 1.2s: *"])
 
 
-def test_runtime_this_version_lacks_is_refused_before_running(pytester: pytest.Pytester) -> None:
+def test_runtime_no_plugin_provides_is_refused_before_running(pytester: pytest.Pytester) -> None:
     (pytester.path / "agents").mkdir()
-    (pytester.path / "agents" / "coder.md").write_text("---\nname: coder\nruntime: claude\n---\n")
+    (pytester.path / "agents" / "coder.md").write_text("---\nname: coder\nruntime: nosuch\n---\n")
     write_plan(pytester, [phase("a", "touch a.ran"), {"id": "b", "agent": "coder"}])
     result = pytester.runpytest("--maestro", "plan.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: plan.yaml:*: phase 'b' needs runtime 'claude' (agent 'coder'), *; available: *"]
+        [
+            "ERROR: plan.yaml:*: phase 'b' needs runtime 'nosuch' (agent 'coder'), which no "
+            "installed plugin provides; available: claude, codex, command, copilot, gemini, "
+            "opencode, shell"
+        ]
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / "a.ran").exists()

@@ -27,9 +27,10 @@ class ClaudeRuntime(CliRuntime):
             args += ["--max-turns", str(request.agent.max_turns)]
         if request.budget_usd is not None:
             args += ["--max-budget-usd", f"{request.budget_usd:.4f}"]
-        if request.autonomous:
-            args += ["--permission-mode", "bypassPermissions"]
-        return args
+        # Stated either way: a user's settings may default to a mode that asks, which in a pipe
+        # would deny silently or wait.
+        mode = "bypassPermissions" if request.autonomous else "dontAsk"
+        return [*args, "--permission-mode", mode]
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         data = last_json_object(stdout)

@@ -23,12 +23,11 @@ class CodexRuntime(CliRuntime):
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         # The project root need not be a git repository (a scratch directory): this tool keeps
         # the declared files' pre-images itself, which is what codex's check is for.
-        args = ["exec", "--json", "--skip-git-repo-check"]
+        args = ["exec", "--json", "--skip-git-repo-check", "--cd", str(request.root)]
         if request.model:
             args += ["--model", request.model]
-        if request.autonomous:
-            args += ["--sandbox", "workspace-write"]
-        return [*args, "-"]
+        sandbox = "workspace-write" if request.autonomous else "read-only"
+        return [*args, "--sandbox", sandbox, "-"]
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         text, failure, session = "", None, None

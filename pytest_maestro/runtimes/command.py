@@ -84,7 +84,8 @@ class CopilotRuntime(CommandRuntime):
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        argv = ["copilot", "--output-format", "json", "--no-ask-user", "--model", "{model}"]
+        argv = ["copilot", "--output-format", "json", "--no-ask-user", "--no-auto-update"]
+        argv += ["--model", "{model}"]
         if request.autonomous:
             argv.append("--allow-all-tools")
         return tuple(argv)

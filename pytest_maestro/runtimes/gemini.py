@@ -28,9 +28,8 @@ class GeminiRuntime(CliRuntime):
         args = ["--output-format", "json"]
         if request.model:
             args += ["--model", request.model]
-        if request.autonomous:
-            args += ["--approval-mode", "yolo"]
-        return args
+        mode = "yolo" if request.autonomous else "default"
+        return [*args, "--approval-mode", mode]
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         # Headless runs refuse an untrusted folder; the user chose to run this project.
