@@ -74,7 +74,13 @@ class PhaseFacts:
     started: str | None = None  # ISO 8601
     finished: str | None = None
     duration: float | None = None  # seconds
-    result: str | None = None  # a one-line account, e.g. of a crashed worker
+    result: str | None = None  # a one-line account: the agent's status line, a crash
+    tokens_in: int | None = None  # what the phase's agent CLI calls used, all attempts
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    cost: float | None = None  # dollars, when the CLI says
+    unverified: bool | None = None  # passed on the agent's word: no check could fail it
+    downstream: dict[str, str] | None = None  # the agent's Downstream Context
 
     @classmethod
     def skipped(cls, phase: str, reason: SkipReason) -> PhaseFacts:

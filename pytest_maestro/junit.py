@@ -28,6 +28,7 @@ PHASE_FACTS = (
     "tokens_in",
     "tokens_out",
     "cost",
+    "unverified",
 )
 
 

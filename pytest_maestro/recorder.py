@@ -14,7 +14,7 @@ from .files import restore_from_git
 from .plan import Phase, Plan
 from .process import end_recorded_groups, groups_file
 from .runner import log_path
-from .state import SessionStore, Status
+from .state import SessionStore, Status, Tokens
 
 
 class Recorder:
@@ -68,6 +68,15 @@ class Recorder:
             )
             if value is not None
         }
+        if facts.tokens_in is not None or facts.cost is not None:
+            record["tokens"] = Tokens(
+                facts.tokens_in or 0,
+                facts.tokens_out or 0,
+                facts.tokens_cached or 0,
+                facts.cost or 0,
+            )
+        if facts.downstream:
+            record["downstream_context"] = facts.downstream
         if status is Status.COMPLETED:  # its declared files passed the spot check
             files = self.plan.phase(phase_id).files
             record.update(
