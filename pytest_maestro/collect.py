@@ -13,6 +13,7 @@ from .orchestrator import Orchestrator
 from .plan import Phase
 from .report import render_failure
 from .runner import PhaseOutcome
+from .state.model import Tokens
 
 SYNC_NAME = "maestro-sync"
 ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
@@ -81,15 +82,7 @@ class PhaseItem(pytest.Item):
             if outcome is None:  # runtest raised before the phase had an outcome
                 status = "completed" if report.passed else "failed"
                 return PhaseFacts(phase_id, status, worker=worker)
-            return PhaseFacts(
-                phase_id,
-                outcome.status,
-                worker=worker,
-                attempts=len([a for a in outcome.attempts if a.number]),
-                started=iso_time(outcome.started),
-                finished=iso_time(outcome.finished),
-                duration=round(outcome.finished - outcome.started, 3),
-            )
+            return outcome_facts(outcome, worker)
         if report.failed:  # an error in setup or teardown
             return PhaseFacts(phase_id, "failed")
         return None
@@ -115,3 +108,26 @@ class SyncItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, SYNC_NAME
+
+
+def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
+    tokens, handoff = outcome.tokens, outcome.handoff
+    spent = any(a.tokens != Tokens() for a in outcome.attempts)
+    last = outcome.attempts[-1].agent if outcome.attempts else None
+    return PhaseFacts(
+        outcome.phase_id,
+        outcome.status,
+        worker=worker,
+        attempts=len([a for a in outcome.attempts if a.number]),
+        started=iso_time(outcome.started),
+        finished=iso_time(outcome.finished),
+        duration=round(outcome.finished - outcome.started, 3),
+        result=handoff.status_line or (last.message if last and last.text else None),
+        tokens_in=tokens.input if spent else None,
+        tokens_out=tokens.output if spent else None,
+        tokens_cached=tokens.cached if spent else None,
+        cost=round(tokens.cost, 6) if spent else None,
+        unverified=outcome.unverified or None,
+        downstream=dict(handoff.downstream) or None,
+        outside=list(outcome.outside) or None,
+    )

@@ -81,6 +81,7 @@ class PhaseFacts:
     cost: float | None = None  # dollars, when the CLI says
     unverified: bool | None = None  # passed on the agent's word: no check could fail it
     downstream: dict[str, str] | None = None  # the agent's Downstream Context
+    outside: list[str] | None = None  # files the agent changed outside the declared ones
 
     @classmethod
     def skipped(cls, phase: str, reason: SkipReason) -> PhaseFacts:

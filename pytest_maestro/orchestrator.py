@@ -13,7 +13,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .agents import Agent, AgentRegistry, generic_agent
+from .agents import Agent, AgentRegistry, generic_agent, normalise
+from .budget import Budget
+from .facts import PhaseFacts
+from .git import commit
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
@@ -60,7 +63,11 @@ class Orchestrator:
             breaker_threshold=settings.circuit_breaker,
         )
         self.recorder: Recorder | None = None  # the session state, where reports arrive
+        paths = SessionPaths.for_plan(self.state_dir, plan, root)
+        cap = settings.budget_usd or None
+        self.budget = Budget(self.state_dir / f"{paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
+        self.notes: list[str] = []  # what the run did that users should know of
 
     # -- the session state ---------------------------------------------------------------------
 
@@ -68,6 +75,7 @@ class Orchestrator:
         """Lock and resume the plan's session; StateError when it cannot be used."""
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         self.recorder = recorder
+        self.budget.reset()  # --maestro-budget-usd caps this run
         recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
@@ -92,7 +100,7 @@ class Orchestrator:
     def check_agents(self) -> str | None:
         """An error line for a shell phase naming an agent no directory defines (a typo: its
         timeout would be lost); a warning for the agents that LLM phases will play generically."""
-        generic: dict[str, None] = {}
+        generic: dict[str, str] = {}  # normalised name -> as first written
         for phase in self.plan.phases:
             if not phase.agent or self.agents.get(phase.agent) is not None:
                 continue
@@ -104,12 +112,12 @@ class Orchestrator:
                     f"{self.where(phase)} names unknown agent {phase.agent!r}; "
                     f"{hint}available: {', '.join(names)}"
                 )
-            generic[phase.agent] = None
+            generic.setdefault(normalise(phase.agent), phase.agent)
         if generic:
             looked = ", ".join(str(d) for d in self.agents.searched) or "nowhere"
             self.warnings.append(
                 f"agents defined nowhere, played by a generic role of their name: "
-                f"{', '.join(generic)} (looked in {looked}, then the built-ins)"
+                f"{', '.join(generic.values())} (looked in {looked}, then the built-ins)"
             )
         return None
 
@@ -185,6 +193,33 @@ class Orchestrator:
         if self.recorder is not None:
             self.recorder.started(phase, self.agent_name(phase), worker)
 
+    def phase_finished(self, facts: PhaseFacts) -> str | None:
+        """After a phase's news is on disk (controller only): commit its files under
+        ``--maestro-commit``, note what users should know, and say why the run must stop."""
+        phase = self.plan.phase(facts.phase)
+        ran = facts.skip is None
+        if ran and facts.outside:
+            self.notes.append(
+                f"phase {phase.id!r} changed files outside its declared ones: "
+                + ", ".join(facts.outside)
+            )
+        if ran and facts.unverified:
+            self.notes.append(
+                f"phase {phase.id!r} passed unverified: no acceptance command checked the "
+                "agent's work"
+            )
+        if ran and facts.status == "completed" and self.settings.commit:
+            said = commit(self.root, phase.files.all(), f"{phase.id}: {phase.name}")
+            self.notes.append(f"phase {phase.id!r}: {said}")
+        if self.budget.session_cap is not None and ran:
+            spent = self.budget.spent()
+            if spent >= self.budget.session_cap:
+                return (
+                    f"the run's budget of ${self.budget.session_cap:g} is spent "
+                    f"(${spent:.4f}; --maestro-budget-usd)"
+                )
+        return None
+
     def model(self, phase: Phase) -> str | None:
         """The phase's model, else its agent's, else ``--maestro-model``."""
         agent = self.agent(phase)
@@ -204,6 +239,11 @@ class Orchestrator:
             agent=self.agent(phase),
             model=self.model(phase),
             autonomous=self.settings.autonomous,
+            agent_cli=bool(runtime.autonomy),
+            strict_files=self.settings.strict_files,
+            max_wait=self.settings.max_wait,
+            budget=self.budget,
+            ignored=(self.state_dir.relative_to(self.root).as_posix() + "/",),
         )
         context = self.prompt_context(phase) if runtime.autonomy else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))

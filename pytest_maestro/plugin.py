@@ -99,23 +99,25 @@ def pytest_configure(config: pytest.Config) -> None:
     from .orchestrator import Orchestrator
     from .session import MaestroSession, durations_key
 
+    decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
     try:
         settings = Settings.from_config(config)
         plan = load_plan(settings.plan, settings.format)
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
+        maestro = Orchestrator(
+            settings,
+            plan,
+            root,
+            agent_dirs=agent_dirs(config, settings, plan.path, root),
+            decides=decides,
+            runtimes=runtimes(config),
+            durations=cached_durations(config, durations_key(plan.path.resolve()))
+            if decides
+            else {},
+        )
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
-    maestro = Orchestrator(
-        settings,
-        plan,
-        root,
-        agent_dirs=agent_dirs(config, settings, plan.path, root),
-        decides=decides,
-        runtimes=runtimes(config),
-        durations=cached_durations(config, durations_key(plan.path.resolve())) if decides else {},
-    )
     config.stash[ORCHESTRATOR_KEY] = maestro
     for line in maestro.marker_lines():
         config.addinivalue_line("markers", line)

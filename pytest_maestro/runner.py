@@ -1,4 +1,6 @@
-"""PhaseRunner: the attempt loop of one phase (DESIGN §4). Knows nothing of pytest or xdist."""
+"""PhaseRunner: the attempt loop of one phase. Knows nothing of pytest or xdist.
+
+See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 
 from __future__ import annotations
 
@@ -6,14 +8,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .agent_call import call_agent
 from .agents import Agent
+from .budget import Budget
 from .files import FileSnapshot, OutsideRoot, file_problems
+from .git import changed_files, changed_since
+from .handoff import Handoff, parse_handoff
 from .plan import Phase, Plan
 from .process import groups_file, run_process
 from .runtimes import AgentRequest, AgentResult, Runtime
+from .state.model import Tokens
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,9 @@ class Attempt:
     agent: AgentResult
     check_failures: tuple[CheckFailure, ...] = ()
     file_problems: tuple[str, ...] = ()
+    tokens: Tokens = field(default_factory=Tokens)  # every call the attempt made
+    outside: tuple[str, ...] = ()  # files changed outside the declared ones
+    checked: bool = False  # at least one acceptance command ran
 
     @property
     def ok(self) -> bool:
@@ -45,10 +55,27 @@ class PhaseOutcome:
     log: Path
     started: float  # epoch seconds
     finished: float
+    unverified: bool = False  # passed on the agent's word alone: no check could have failed it
 
     @property
     def ok(self) -> bool:
         return self.status == "completed"
+
+    @property
+    def tokens(self) -> Tokens:
+        total = Tokens()
+        for attempt in self.attempts:
+            total += attempt.tokens
+        return total
+
+    @property
+    def handoff(self) -> Handoff:
+        """What the last attempt's agent handed back (empty for shell phases)."""
+        return parse_handoff(self.attempts[-1].agent.text) if self.attempts else Handoff()
+
+    @property
+    def outside(self) -> tuple[str, ...]:
+        return self.attempts[-1].outside if self.attempts else ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +89,13 @@ class RunConfig:
     agent: Agent | None = None
     model: str | None = None
     autonomous: bool = False
+    # An agent CLI's word needs proof: its handoff is asked for, files outside the declared
+    # ones are looked for, and a pass without any check command is "unverified".
+    agent_cli: bool = False
+    strict_files: bool = False  # a change outside the declared files fails the attempt
+    max_wait: float = 900.0  # seconds the phase may wait out rate limits
+    budget: Budget | None = None
+    ignored: tuple[str, ...] = (".maestro/",)  # paths no agent is blamed for (the state dir)
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -95,13 +129,18 @@ class PhaseRunner:
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
+            spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
+            if spent is not None:  # no new attempt past a budget; retrying won't help
+                attempts.append(Attempt(number, AgentResult("failed", spent)))
+                break
             if attempts:
                 before.restore()  # what the failed attempt left half-done
             attempt = self._attempt(phase, number, attempts[-1] if attempts else None, log, before)
             attempts.append(attempt)
             if attempt.ok:
+                unverified = cfg.agent_cli and not attempt.checked
                 return PhaseOutcome(
-                    phase.id, "completed", tuple(attempts), log, started, time.time()
+                    phase.id, "completed", tuple(attempts), log, started, time.time(), unverified
                 )
             if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
                 return PhaseOutcome(phase.id, "blocked", tuple(attempts), log, started, time.time())
@@ -134,15 +173,41 @@ class PhaseRunner:
             agent=cfg.agent,
             model=cfg.model,
             autonomous=cfg.autonomous,
+            budget_usd=cfg.budget.left(phase.id, phase.budget_usd) if cfg.budget else None,
         )
-        agent = self.runtime.run(request)
+        dirty = changed_files(cfg.root) if cfg.agent_cli else None
+        call = call_agent(
+            self.runtime,
+            request,
+            max_wait=cfg.max_wait,
+            ask_again=cfg.agent_cli,
+            note=lambda line: _append(log, line),
+        )
+        if cfg.budget is not None:
+            cfg.budget.add(phase.id, number, call.tokens.cost)
+        agent = call.result
         if not agent.ok:
-            return Attempt(number, agent)
+            return Attempt(number, agent, tokens=call.tokens)
+        problems = file_problems(cfg.root, phase, before)
+        outside: tuple[str, ...] = ()
+        if dirty is not None:
+            declared = set(phase.files.all())
+            changed = changed_since(cfg.root, dirty, ignore=cfg.ignored)
+            outside = tuple(path for path in changed if path not in declared)
+            if outside and cfg.strict_files:
+                problems.append(
+                    "changed files outside its declared ones (--maestro-strict-files): "
+                    + ", ".join(outside)
+                )
+        checks = tuple(c for c in phase.acceptance if c.check)
         return Attempt(
             number,
             agent,
             self._checks(phase, env, log),
-            tuple(file_problems(cfg.root, phase, before)),
+            tuple(problems),
+            call.tokens,
+            outside,
+            checked=bool(checks),
         )
 
     def _timeout(self, phase: Phase) -> float:
@@ -200,3 +265,8 @@ class PhaseRunner:
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult("blocked", message), (failure,))
         return None
+
+
+def _append(log: Path, line: str) -> None:
+    with log.open("a") as out:
+        out.write(line + "\n")

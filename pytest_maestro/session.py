@@ -31,6 +31,7 @@ class MaestroSession:
         self.run = maestro.run
         self.pytest_session: pytest.Session | None = None
         self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
+        self.stopped = False
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
@@ -92,8 +93,12 @@ class MaestroSession:
         self.nodeids[facts.phase] = report.nodeid
         if self.maestro.recorder is not None:
             self.maestro.recorder.finished(facts)
-        if facts.status in ("failed", "blocked") and self.run.decides:
-            self._check_breaker()
+        if self.run.decides:
+            stop = self.maestro.phase_finished(facts)
+            if stop is not None:
+                self._stop(stop)
+            elif facts.status in ("failed", "blocked"):
+                self._check_breaker()
         phase = self.maestro.plan.phase(facts.phase)
         agent, wave = self.maestro.agent_name(phase), self.run.graph.wave(phase.id)
         junit.record_phase(self.config, report, facts, agent, wave)
@@ -123,6 +128,10 @@ class MaestroSession:
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
                 "again (--maestro-fresh runs every phase)"
             )
+        if self.maestro.notes:
+            terminalreporter.section("maestro", sep="-")
+            for note in self.maestro.notes:
+                terminalreporter.line(note)
         warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
         if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
@@ -133,8 +142,13 @@ class MaestroSession:
         if self.run.stop_reason is not None:
             return  # already stopping
         reason = self.run.breaker_verdict()
-        if reason is None:
+        if reason is not None:
+            self._stop(reason)
+
+    def _stop(self, reason: str) -> None:
+        if self.stopped:
             return
+        self.stopped = True
         if self.maestro.recorder is not None:
             self.maestro.recorder.stop(reason)
         stop_session(self.config, self.pytest_session, reason)

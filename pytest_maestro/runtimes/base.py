@@ -43,6 +43,7 @@ class AgentResult:
     # Rate-limited or overloaded: wait and try again, without counting an attempt.
     limited: bool = False
     retry_after: float | None = None  # seconds, when the CLI says
+    handoff_missing: bool = False  # the reply had no status line and no Task Report
 
     @property
     def ok(self) -> bool:

@@ -161,9 +161,15 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
             reply.session_id,
         )
     handoff = parse_handoff(reply.text)
-    status = handoff.status or "failed"
-    message = handoff.status_line or "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
-    return AgentResult(status, message, procs, reply.text, reply.tokens, reply.session_id)
+    if handoff.status is None:
+        message = "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
+        return AgentResult(
+            "failed", message, procs, reply.text, reply.tokens, reply.session_id,
+            handoff_missing=not handoff.present,
+        )  # fmt: skip
+    return AgentResult(
+        handoff.status, handoff.status_line, procs, reply.text, reply.tokens, reply.session_id
+    )
 
 
 def retry_after(text: str) -> float | None:
