@@ -121,13 +121,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ORCHESTRATOR_KEY] = maestro
     for line in maestro.marker_lines():
         config.addinivalue_line("markers", line)
-    # Collect the plan and nothing else, whatever testpaths or arguments say.
-    config.args = [str(plan.path)]
+    # Collect the plan and nothing else, whatever testpaths or arguments say; node ids of its
+    # phases (plan.yaml::p3) select those phases, as -k would.
+    config.args = phase_node_ids(config.args, plan.path) or [str(plan.path)]
     config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
     if config.pluginmanager.hasplugin("xdist"):
         from . import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def phase_node_ids(args: list[str], plan: Path) -> list[str]:
+    """The arguments that name phases of the plan by node id."""
+    target = plan.resolve()
+    return [
+        arg
+        for arg in args
+        if "::" in arg and Path(arg.split("::", 1)[0]).resolve() == target
+    ]
 
 
 def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path) -> list[Path]:
