@@ -172,21 +172,36 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         )
 
 
+# What marks the top of a project, as pytest's own rootdir search knows it, plus git.
+PROJECT_MARKERS = (".git", "pyproject.toml", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg")
+
+
 def project_root(
     config: pytest.Config, option: str | None, declared: str | None, plan: Path
 ) -> Path:
-    """``--maestro-root`` (or its ini key), else the plan's ``root:``, else pytest's rootdir.
+    """``--maestro-root`` (or its ini key), else the plan's ``root:``, else pytest's rootdir when
+    ``--rootdir`` names it or the plan lies inside it, else the plan's nearest ancestor that looks
+    like a project top: the same root, and so the same session, wherever pytest starts.
 
-    An explicit option beats the plan so that one plan can be run against another checkout.
-    Created when missing: example plans work in a scratch directory.
+    An explicit option beats the plan so that one plan can be run against another checkout; it
+    must exist (a typo must not become a new directory). A plan's own ``root:`` is created when
+    missing: example plans work in a scratch directory.
     """
     if option:
         root = Path(option)
         root = root if root.is_absolute() else config.invocation_params.dir / root
+        if not root.is_dir():
+            raise SettingsError(f"project root {root} (--maestro-root) is not a directory")
     elif declared:
         root = plan.parent / declared
-    else:
+    elif config.option.rootdir or plan.resolve().is_relative_to(config.rootpath.resolve()):
         root = config.rootpath
+    else:
+        real = plan.resolve()
+        root = next(
+            (d for d in real.parents if any((d / m).exists() for m in PROJECT_MARKERS)),
+            real.parent,
+        )
     root = root.resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -260,6 +260,7 @@ def where(directory: Path) -> str:
 def test_root_option_beats_the_plan_s_root(pytester: pytest.Pytester, source: str) -> None:
     (pytester.path / "plans").mkdir()
     (pytester.path / "plans" / "p.yaml").write_text(WHERE)
+    (pytester.path / "other").mkdir()
     if source == "cli":
         args = ["--maestro-root", "other"]
     else:
@@ -272,6 +273,14 @@ def test_root_option_beats_the_plan_s_root(pytester: pytest.Pytester, source: st
     result.stdout.fnmatch_lines([f"maestro: plans/p.yaml (native, 1 phases), root {other}"])
     assert not (pytester.path / "work").exists()
     assert (other / ".maestro").is_dir()
+
+
+def test_a_root_option_naming_no_directory_is_refused(pytester: pytest.Pytester) -> None:
+    (pytester.path / "p.yaml").write_text(WHERE)
+    result = pytester.runpytest("--maestro", "p.yaml", "--maestro-root", "typo")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: project root */typo (--maestro-root) is not a directory"])
+    assert not (pytester.path / "typo").exists()
 
 
 def test_without_root_phases_run_in_pytest_s_rootdir(pytester: pytest.Pytester) -> None:

@@ -59,6 +59,12 @@ def demo_plan(**changes: Phase) -> Plan:
     return Plan(path=Path("plans/demo.yaml"), format="native", phases=tuple(phases), title="Demo")
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative plan path is relative to where pytest runs: here, the project root."""
+    monkeypatch.chdir(tmp_path)
+
+
 def open_store(root: Path, plan: Plan | None = None, **options: bool) -> SessionStore:
     return SessionStore.open(root / ".maestro", plan or demo_plan(), root, **options)
 
@@ -491,10 +497,9 @@ def test_failed_snapshot_write_leaves_the_old_one(
     def no_rename(source: object, target: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", no_rename)
-    with pytest.raises(OSError, match="No space left"):
+    with monkeypatch.context() as patched, pytest.raises(OSError, match="No space left"):
+        patched.setattr(os, "replace", no_rename)
         store.close()
-    monkeypatch.undo()
     assert store.path.read_bytes() == old
     assert not list(store.paths.state_dir.glob("*.tmp")) and not list(
         store.paths.state_dir.glob(".*.tmp")

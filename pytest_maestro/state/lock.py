@@ -55,9 +55,14 @@ class SessionPaths:
 
 
 def plan_relpath(plan: Plan, root: Path) -> str:
-    """The plan's path relative to the project root, with forward slashes."""
-    base = os.path.abspath(root)
-    return Path(os.path.relpath(os.path.join(base, plan.path), base)).as_posix()
+    """The session key: the plan file's real path (symlinks resolved) relative to the project's
+    real root, with forward slashes; the same whichever directory pytest was started from and
+    however the plan was named (relative, absolute, through a link). A plan outside the root is
+    keyed by its real absolute path."""
+    real_plan, real_root = plan.path.resolve(), root.resolve()
+    if real_plan.is_relative_to(real_root):
+        return real_plan.relative_to(real_root).as_posix()
+    return real_plan.as_posix()
 
 
 def prepare_dir(state_dir: Path) -> None:

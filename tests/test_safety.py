@@ -1,0 +1,83 @@
+"""The user's work and money are safe: one session per plan wherever pytest starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+PLAN = {
+    "phases": [
+        {"id": "a", "run": ["echo a >> ran.txt"]},
+        {"id": "b", "run": ["echo b >> ran.txt"], "blocked_by": ["a"]},
+    ]
+}
+
+
+def pytest_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "sub").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (root / "plan.yaml").write_text(yaml.safe_dump(PLAN))
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(root / "plan.yaml", tmp_path / "elsewhere" / "link.yaml")
+    return root
+
+
+def test_every_way_of_naming_the_plan_resumes_one_session(project: Path) -> None:
+    first = pytest_in(project, "--maestro", "plan.yaml")
+    assert first.returncode == 0, first.stdout
+    elsewhere = project.parent / "elsewhere"
+    for cwd, plan in [
+        (project / "sub", "../plan.yaml"),
+        (elsewhere, str(project / "plan.yaml")),
+        (elsewhere, "link.yaml"),
+        (elsewhere, f"{project}/sub/../plan.yaml"),
+    ]:
+        again = pytest_in(cwd, "--maestro", plan, "-rs")
+        assert again.returncode == 0, again.stdout
+        assert "2 phase(s) completed in an earlier run were not run again" in again.stdout
+    assert (project / "ran.txt").read_text() == "a\nb\n"  # nothing ran twice
+    assert len(list((project / ".maestro").glob("*.md"))) == 1
+    assert not (elsewhere / ".maestro").exists() and not (project / "sub" / ".maestro").exists()
+
+
+def test_one_lock_covers_every_way_of_naming_the_plan(project: Path) -> None:
+    slow = {"phases": [{"id": "wait", "run": ["sleep 30"], "timeout": 60}]}
+    (project / "plan.yaml").write_text(yaml.safe_dump(slow))
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        info = project / ".maestro"
+        deadline = time.monotonic() + 60
+        while not list(info.glob("*.info")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        elsewhere = project.parent / "elsewhere"
+        for cwd, plan in [(elsewhere, "link.yaml"), (project / "sub", "../plan.yaml")]:
+            busy = pytest_in(cwd, "--maestro", plan)
+            assert busy.returncode == pytest.ExitCode.USAGE_ERROR
+            assert f"plan plan.yaml is already running (pid {holder.pid} since " in busy.stderr
+    finally:
+        os.killpg(holder.pid, 15)
+        holder.wait(timeout=60)
