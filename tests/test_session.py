@@ -197,6 +197,7 @@ def test_second_run_of_a_running_plan_fails_at_once(pytester: pytest.Pytester) -
         started = time.monotonic()
         result = pytester.runpytest_subprocess("--maestro", "plan.yaml")
         assert time.monotonic() - started < 15
+        assert first.poll() is None, "the second run waited for the first one to end"
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
             [f"ERROR: plan plan.yaml is already running (pid {first.pid} since *)"]
