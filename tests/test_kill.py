@@ -96,11 +96,26 @@ def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.P
     log = pytester.path / "phase.log"
     result = _kill_once_started_then_rerun(pytester.path, log)
     assert result.returncode == 0, result.stdout[-2000:]
-    time.sleep(0.5)  # past the moment the orphan's sleep would have ended
     lines = log.read_text().split("\n")
     first, second = (line.split()[1] for line in lines if line.startswith("start"))
+    _wait_until_ended(int(first))  # ended by the new run, else it writes its end and exits
+    lines = log.read_text().split("\n")
     assert f"end {second}" in lines
     assert f"end {first}" not in lines, "the killed run's command ran on beside the new one"
+
+
+def _wait_until_ended(pid: int, limit: float = 30.0) -> None:
+    """Until the process has exited (a zombie has: it only waits to be reaped)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} still runs after {limit} s")
 
 
 def test_only_the_recorded_group_is_ended(tmp_path: Path) -> None:
