@@ -349,7 +349,7 @@ def test_agent_timeout_bounds_its_phases(pytester: pytest.Pytester) -> None:
         pytester,
         [
             phase("short", "sleep 5", agent="quick", max_retries=0),
-            phase("own", "sleep 2", agent="quick", timeout=10, max_retries=0),
+            phase("own", "sleep 1.5", agent="quick", timeout=10, max_retries=0),
         ],
     )
     result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-timeout=60")
