@@ -51,6 +51,7 @@ def _completed(root: Path) -> set[str]:
     return {p.id for p in doc.phases.values() if p.status is Status.COMPLETED}
 
 
+@pytest.mark.slow
 def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytest.Pytester) -> None:
     _plan(pytester)
     rng = random.Random(2026)
@@ -88,6 +89,7 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
     assert done_before, "no kill came late enough to find a completed phase"
 
 
+@pytest.mark.slow
 def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.Pytester) -> None:
     # Commands lead their own sessions, so SIGKILL to pytest's group does not reach them; the
     # next run must end them before it runs their phase again, or two copies would write at once.
@@ -153,6 +155,7 @@ def _kill_once_started_then_rerun(root: Path, started: Path) -> subprocess.Compl
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_files_of_an_interrupted_phase_are_restored_from_git(pytester: pytest.Pytester) -> None:
     root = pytester.path
     (root / "data.txt").write_text("original\n")

@@ -13,6 +13,9 @@ from pytest_maestro.state import Status, read_session
 
 from .helpers import write_plan
 
+# Every test here starts real xdist workers and runs timed phases on them: seconds each.
+pytestmark = pytest.mark.slow
+
 # A phase records its start and end (epoch seconds) and its worker's pid around a sleep.
 STAMP = 'echo "$MAESTRO_PHASE_ID {what} $(date +%s.%N) $PPID" >> times.log'
 

@@ -260,7 +260,7 @@ def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester, workers:
     assert not (pytester.path / "a.ran").exists()
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_phase_with_nothing_to_run_is_refused_before_running(
     pytester: pytest.Pytester, workers: int
 ) -> None:

@@ -68,6 +68,7 @@ def test_lf_reruns_the_failure_and_what_it_blocked_only(pytester: pytest.Pyteste
     assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
 
 
+@pytest.mark.slow
 def test_lf_under_xdist_keeps_skipped_phases_for_the_rerun(pytester: pytest.Pytester) -> None:
     write_plan(pytester, DIAMOND)
     args = ("--maestro", "plan.yaml", "--maestro-circuit-breaker=0", "-n", "2")
