@@ -134,11 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def phase_node_ids(args: list[str], plan: Path) -> list[str]:
     """The arguments that name phases of the plan by node id."""
     target = plan.resolve()
-    return [
-        arg
-        for arg in args
-        if "::" in arg and Path(arg.split("::", 1)[0]).resolve() == target
-    ]
+    return [arg for arg in args if "::" in arg and Path(arg.split("::", 1)[0]).resolve() == target]
 
 
 def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path) -> list[Path]:

@@ -220,7 +220,10 @@ def test_durations_lists_each_phase(pytester: pytest.Pytester) -> None:
     write_plan(pytester, [phase("quick", "true"), phase("slow", "sleep 0.3")])
     result = pytester.runpytest("--maestro", "plan.yaml", "--durations=0", "-vv")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*slowest durations*", "0.[3-9]*s call * plan.yaml::slow"])
+    result.stdout.fnmatch_lines(["*slowest durations*", "*s call * plan.yaml::slow"])
+    # The sleep is measured: at least its 0.3 s (a loaded machine may take longer, never less).
+    slow = re.search(r"^(\d+\.\d+)s call +plan\.yaml::slow$", result.stdout.str(), re.MULTILINE)
+    assert slow is not None and float(slow[1]) >= 0.3
     result.stdout.fnmatch_lines(["*s call * plan.yaml::quick"])
 
 

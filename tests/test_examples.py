@@ -29,6 +29,7 @@ def run_pytest(cwd: Path, *args: str) -> pytest.RunResult:
     return pytest.RunResult(done.returncode, *lines, time.monotonic() - start)
 
 
+@pytest.mark.slow
 def test_quickstart_runs_every_phase_and_leaves_the_checkout_clean(
     pytester: pytest.Pytester,
 ) -> None:

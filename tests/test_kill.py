@@ -51,6 +51,7 @@ def _completed(root: Path) -> set[str]:
     return {p.id for p in doc.phases.values() if p.status is Status.COMPLETED}
 
 
+@pytest.mark.slow
 def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytest.Pytester) -> None:
     _plan(pytester)
     rng = random.Random(2026)
@@ -88,6 +89,7 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
     assert done_before, "no kill came late enough to find a completed phase"
 
 
+@pytest.mark.slow
 def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.Pytester) -> None:
     # Commands lead their own sessions, so SIGKILL to pytest's group does not reach them; the
     # next run must end them before it runs their phase again, or two copies would write at once.
@@ -96,11 +98,26 @@ def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.P
     log = pytester.path / "phase.log"
     result = _kill_once_started_then_rerun(pytester.path, log)
     assert result.returncode == 0, result.stdout[-2000:]
-    time.sleep(0.5)  # past the moment the orphan's sleep would have ended
     lines = log.read_text().split("\n")
     first, second = (line.split()[1] for line in lines if line.startswith("start"))
+    _wait_until_ended(int(first))  # ended by the new run, else it writes its end and exits
+    lines = log.read_text().split("\n")
     assert f"end {second}" in lines
     assert f"end {first}" not in lines, "the killed run's command ran on beside the new one"
+
+
+def _wait_until_ended(pid: int, limit: float = 30.0) -> None:
+    """Until the process has exited (a zombie has: it only waits to be reaped)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} still runs after {limit} s")
 
 
 def test_only_the_recorded_group_is_ended(tmp_path: Path) -> None:
@@ -138,6 +155,7 @@ def _kill_once_started_then_rerun(root: Path, started: Path) -> subprocess.Compl
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_files_of_an_interrupted_phase_are_restored_from_git(pytester: pytest.Pytester) -> None:
     root = pytester.path
     (root / "data.txt").write_text("original\n")

@@ -263,7 +263,7 @@ def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester, workers:
     assert not (pytester.path / "a.ran").exists()
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_phase_with_nothing_to_run_is_refused_before_running(
     pytester: pytest.Pytester, workers: int
 ) -> None:
@@ -352,7 +352,7 @@ def test_agent_timeout_bounds_its_phases(pytester: pytest.Pytester) -> None:
         pytester,
         [
             phase("short", "sleep 5", agent="quick", max_retries=0),
-            phase("own", "sleep 2", agent="quick", timeout=10, max_retries=0),
+            phase("own", "sleep 1.5", agent="quick", timeout=10, max_retries=0),
         ],
     )
     result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-timeout=60")

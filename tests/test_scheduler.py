@@ -7,6 +7,7 @@ worker's report does: through ``pytest_runtest_logreport`` with the phase's fact
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_maestro import scheduler as scheduler_module
 from pytest_maestro.collect import ORCHESTRATOR_KEY, SYNC_NAME
 from pytest_maestro.facts import PhaseFacts
 from pytest_maestro.orchestrator import Orchestrator
@@ -34,6 +36,7 @@ class Send:
     indices: list[int]
     out: frozenset[str]
     completed: frozenset[str]
+    at: float  # the run's clock
 
 
 class FakeNode:
@@ -83,6 +86,7 @@ class Run:
     out: dict[str, FakeNode] = field(default_factory=dict)  # phase -> worker, in send order
     completed: set[str] = field(default_factory=set)
     sends: list[Send] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic
 
     def index(self, phase_id: str) -> int:
         return self.collection.index(PREFIX + phase_id)
@@ -105,7 +109,13 @@ class Run:
 
     def _sent(self, node: FakeNode, indices: list[int]) -> None:
         self.sends.append(
-            Send(node.gateway.id, indices, frozenset(self.out), frozenset(self.completed))
+            Send(
+                node.gateway.id,
+                indices,
+                frozenset(self.out),
+                frozenset(self.completed),
+                self.clock(),
+            )
         )
         if indices and 0 <= indices[0] < len(self.collection):
             self.out[self.collection[indices[0]].removeprefix(PREFIX)] = node
@@ -203,6 +213,12 @@ def reads(phase_id: str) -> set[str]:
     return set(BY_ID[phase_id].get("reads", []))
 
 
+def clash(phase_id: str, other: str) -> bool:
+    """Whether the two phases' files keep them from running together."""
+    mine = writes(phase_id)
+    return bool(mine & (writes(other) | reads(other)) or reads(phase_id) & writes(other))
+
+
 @pytest.fixture(params=ORDERS, ids=lambda order: order.__name__)
 def dag_run(request: pytest.FixtureRequest, make_run: Callable[..., Run]) -> Run:
     """The DAG run to its end on three workers, phases completing in the given order."""
@@ -244,6 +260,68 @@ def test_exclusive_phase_is_out_alone(dag_run: Run) -> None:
             assert not send.out, f"{phase_id} sent while {set(send.out)} were out"
         else:
             assert not send.out & exclusive, f"{phase_id} sent beside {send.out & exclusive}"
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=lambda order: order.__name__)
+def test_no_worker_idles_while_a_phase_could_start(
+    make_run: Callable[..., Run], order: Callable[[list[str]], str]
+) -> None:
+    # The DAG without its exclusive phases, whose rules rightly hold others back; after every
+    # completion the scheduler has run, and no worker may idle beside a phase that could start.
+    plan = [{key: value for key, value in p.items() if key != "parallel"} for p in DAG]
+    run = make_run(plan)
+    run.add_workers("gw0", "gw1", "gw2")
+
+    def could_start() -> list[str]:
+        sent = set(run.sent_phases())
+        return [
+            p["id"]
+            for p in plan
+            if p["id"] not in sent
+            and set(p.get("blocked_by", [])) <= run.completed
+            and not any(clash(p["id"], other) for other in run.out)
+        ]
+
+    def check_then_pick(out: list[str]) -> str:
+        idle = set(run.nodes) - {node.gateway.id for node in run.out.values()}
+        assert not idle or not could_start(), f"{idle} idle while {could_start()} could start"
+        return order(out)
+
+    run.run_to_end(check_then_pick)
+    assert sorted(run.sent_phases()) == sorted(BY_ID)
+    assert run.sched.tests_finished
+
+
+class FakeClock:
+    """``time.monotonic`` and ``time.sleep`` for the scheduler: sleeping moves the clock on."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
+
+
+def test_stagger_spaces_out_sends_by_its_delay(
+    make_run: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = make_run([phase(p, "true") for p in "wxyz"], "--maestro-stagger=0.5")
+    clock = FakeClock(1000.0)
+    monkeypatch.setattr(scheduler_module, "time", clock)
+    run.clock = clock.monotonic
+    run.add_workers("gw0", "gw1", "gw2")
+    # The first phase starts at once, each next one 0.5 s after the one before.
+    assert [send.at for send in run.sends] == pytest.approx([1000.0, 1000.5, 1001.0])
+    # A phase that becomes startable long after the last start does not wait.
+    clock.now = 1010.0
+    run.finish(run.sent_phases()[0])
+    assert run.sends[-1].at == pytest.approx(1010.0)
+    run.run_to_end(first_out)
+    assert sorted(run.sent_phases()) == list("wxyz")
 
 
 def test_idle_worker_gets_work_when_the_phase_completes_not_the_sync_item(

@@ -68,6 +68,7 @@ def test_lf_reruns_the_failure_and_what_it_blocked_only(pytester: pytest.Pyteste
     assert [_runs(pytester.path, p) for p in "abcd"] == [1, 2, 1, 1]
 
 
+@pytest.mark.slow
 def test_lf_under_xdist_keeps_skipped_phases_for_the_rerun(pytester: pytest.Pytester) -> None:
     write_plan(pytester, DIAMOND)
     args = ("--maestro", "plan.yaml", "--maestro-circuit-breaker=0", "-n", "2")
@@ -197,6 +198,7 @@ def test_second_run_of_a_running_plan_fails_at_once(pytester: pytest.Pytester) -
         started = time.monotonic()
         result = pytester.runpytest_subprocess("--maestro", "plan.yaml")
         assert time.monotonic() - started < 15
+        assert first.poll() is None, "the second run waited for the first one to end"
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
             [f"ERROR: plan plan.yaml is already running (pid {first.pid} since *)"]

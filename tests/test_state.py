@@ -228,6 +228,7 @@ def without_surrogates(value: Any) -> Any:
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(TEXT, JSON_LIKE, min_size=1, max_size=5))
 def test_frontmatter_writer_round_trips_through_yaml(data: dict[str, Any]) -> None:
