@@ -244,10 +244,23 @@ class Orchestrator:
             max_wait=self.settings.max_wait,
             budget=self.budget,
             ignored=(self.state_dir.relative_to(self.root).as_posix() + "/",),
+            concurrent_files=self.concurrent_files(phase) if runtime.autonomy else frozenset(),
         )
         context = self.prompt_context(phase) if runtime.autonomy else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))
         return runner.run(phase)
+
+    def concurrent_files(self, phase: Phase) -> frozenset[str]:
+        """Files declared by phases that may run beside this one (on other xdist workers): a
+        change to them is theirs, not this phase's."""
+        if self.run.decides:  # in one process, phases run one at a time
+            return frozenset()
+        return frozenset(
+            path
+            for other in self.plan.phases
+            if other.id != phase.id and self.graph.may_run_concurrently(phase.id, other.id)
+            for path in (*other.files.all(),)
+        )
 
     def prompt_context(self, phase: Phase) -> PromptContext:
         """The agent, the session and what the phase's dependencies handed on, read from the

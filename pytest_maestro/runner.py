@@ -96,6 +96,8 @@ class RunConfig:
     max_wait: float = 900.0  # seconds the phase may wait out rate limits
     budget: Budget | None = None
     ignored: tuple[str, ...] = (".maestro/",)  # paths no agent is blamed for (the state dir)
+    # Files that phases running beside this one declare: their changes are not this phase's.
+    concurrent_files: frozenset[str] = frozenset()
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -191,7 +193,7 @@ class PhaseRunner:
         problems = file_problems(cfg.root, phase, before)
         outside: tuple[str, ...] = ()
         if dirty is not None:
-            declared = set(phase.files.all())
+            declared = set(phase.files.all()) | cfg.concurrent_files
             changed = changed_since(cfg.root, dirty, ignore=cfg.ignored)
             outside = tuple(path for path in changed if path not in declared)
             if outside and cfg.strict_files:
