@@ -151,3 +151,42 @@ def test_an_example_plan_runs_end_to_end_on_an_agent_cli(
             command, shell=True, cwd=root, capture_output=True, text=True, check=True
         )
         assert ran.stdout.splitlines()[0] == first_line
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pytest-maestro bug: in a git work tree, a phase is blamed for the files of phases "
+    "that ran beside it (runner.PhaseRunner._attempt compares the whole tree before and after "
+    "its own agent call), so --maestro-strict-files fails parallel phases that kept to their "
+    "files; found running maestro-plan.md in a git checkout with -n 2",
+)
+def test_parallel_phases_are_not_blamed_for_each_other_s_files(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two independent phases, each writing only its declared file; one agent is slower, so the
+    other's write falls within its call."""
+    root = pytester.path
+    for args in (["init", "-q"], ["config", "user.email", "t@e.x"], ["config", "user.name", "T"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    # Not the agents': the fakes' records, and the output and basetemp of the run below.
+    (root / ".gitignore").write_text("fake-state/\nstdout\nstderr\nrunpytest-*/\n")
+    phases = [
+        {"id": "slow", "description": "FAKE:SLEEP=2", "files": {"create": ["slow.txt"]}},
+        {"id": "fast", "description": "FAKE:SLEEP=0", "files": {"create": ["fast.txt"]}},
+    ]
+    for phase in phases:
+        phase.update(name=phase["id"], max_retries=0)
+        phase["description"] += f"\nFAKE:EDIT {phase['id']}.txt=done"
+        phase["acceptance"] = [{"criterion": "written", "check": f"test -s {phase['id']}.txt"}]
+    (root / "plan.yaml").write_text(json.dumps({"phases": phases}))  # JSON is YAML
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_AGENT_STATE", str(root / "fake-state"))
+
+    result = pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", "--maestro-runtime=claude", "--maestro-autonomous",
+        "--maestro-strict-files", "-n", "2",
+    )  # fmt: skip
+
+    assert [c["phase_id"] for c in calls(root / "fake-state")].count("slow") == 1
+    assert "outside its declared ones" not in result.stdout.str()
+    result.assert_outcomes(passed=2)
