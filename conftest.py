@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 
 pytest_plugins = ["pytester"]
+# Projects the example plans build, with their own tests: copied into a tmp dir to run, never here.
+collect_ignore = ["tests/fixtures/projects", "tests/fixtures/solutions"]
 
 
 @pytest.fixture(autouse=True)

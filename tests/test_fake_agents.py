@@ -267,6 +267,36 @@ def _real_format(name: str, out: str) -> None:
 
 
 EDIT = "FAKE:EDIT out/a.txt=one\\ntwo\n"
+# A prompt's file list as prompt.py writes it, for FAKE_AGENT_SOLUTIONS; marked.txt has a marker.
+SOLVED = (
+    PROMPT
+    + "FAKE:EDIT marked.txt=from the marker\n\n"
+    + "## Files (change no others)\n- create: marked.txt\n- create: src/new.py\n"
+    + "- modify: README.md\n- delete: old.txt\n- create: unsolved.txt\n- read: docs/x.md\n\n"
+    + "## Constraints\n- create: not/a/file.txt\n"
+)
+SOLUTION_FILES = {  # under the solutions directory
+    "marked.txt": "from the solutions\n",
+    "src/new.py": "print('new')\r\n",  # byte for byte
+    "README.md": "# Any phase\n",
+    "@p2/README.md": "# Phase p2\n",  # the phase's own wins
+    "docs/x.md": "only read\n",
+    "not/a/file.txt": "outside the section\n",
+}
+
+
+def _solutions(base: Path) -> Path:
+    where = base / "solutions"
+    for relative, content in SOLUTION_FILES.items():
+        (where / relative).parent.mkdir(parents=True, exist_ok=True)
+        (where / relative).write_bytes(content.encode())
+    return where
+
+
+def _starting_project(where: Path) -> None:
+    where.mkdir(parents=True)
+    (where / "README.md").write_text("# Before\n")
+    (where / "old.txt").write_text("to go\n")
 
 
 class Ran:
@@ -286,13 +316,23 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Ran]:
         "unknown": PROMPT,
         "quota": PROMPT + "FAKE:QUOTA\n",
         "error_exit0": PROMPT + "FAKE:ERROR_EXIT0\n",
+        "solved": SOLVED,
+        "solved_denied": SOLVED,
     }
+    solved = {"FAKE_AGENT_SOLUTIONS": str(_solutions(base)), "MAESTRO_PHASE_ID": "p2"}
     jobs: dict[tuple[str, str], tuple[Job, Path]] = {}
     for name, cli in CLIS.items():
-        argv = {"allowed": cli.autonomous, "unknown": [*cli.argv, "--no-such-flag"]}
-        env = cli.restrictive_env
+        argv = {
+            "allowed": cli.autonomous,
+            "solved": cli.autonomous,
+            "unknown": [*cli.argv, "--no-such-flag"],
+        }
         for label, prompt in prompts.items():
             where, state = base / name / label, base / name / f"{label}.state"
+            env = cli.restrictive_env
+            if label.startswith("solved"):
+                _starting_project(where)
+                env = {**env, **solved}
             job = Job(name, argv.get(label, cli.argv), prompt, where, state, env)
             jobs[name, label] = job, state
     results = run_many(*(job for job, _ in jobs.values()))
@@ -329,6 +369,33 @@ def test_edits_happen_only_with_the_autonomy_flag(
     assert (allowed.cwd / "out" / "a.txt").read_text() == "one\ntwo\n"
     assert cli.text(allowed.stdout).rstrip().endswith("COMPLETED: wrote out/a.txt")
     assert cli.denials(allowed.stdout) == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solutions_are_written_for_the_prompt_s_declared_files_with_the_autonomy_flag(
+    name: str, ran: dict[tuple[str, str], Ran]
+) -> None:
+    cli, denied, solved = CLIS[name], ran[name, "solved_denied"], ran[name, "solved"]
+    assert (denied.returncode, solved.returncode) == (0, 0), denied.stderr + solved.stderr
+    assert sorted(str(p.relative_to(denied.cwd)) for p in denied.cwd.rglob("*")) == [
+        "README.md",
+        "old.txt",
+    ]
+    assert (denied.cwd / "README.md").read_text() == "# Before\n"
+    assert cli.denials(denied.stdout) == 4  # marked.txt, src/new.py, README.md, old.txt
+    assert cli.text(denied.stdout).rstrip().endswith("COMPLETED: done")  # green, and empty
+    assert (solved.cwd / "marked.txt").read_text() == "from the marker\n"
+    assert (solved.cwd / "src" / "new.py").read_bytes() == b"print('new')\r\n"
+    assert (solved.cwd / "README.md").read_text() == "# Phase p2\n"
+    for absent in ("old.txt", "unsolved.txt", "docs", "not", "@p2"):
+        assert not (solved.cwd / absent).exists(), absent
+    assert cli.denials(solved.stdout) == 0
+    text = cli.text(solved.stdout)
+    assert "- **Files Created**: marked.txt, src/new.py\n" in text
+    assert "- **Files Modified**: README.md\n" in text
+    assert "- **Files Deleted**: old.txt\n" in text
+    last = text.rstrip().splitlines()[-1]
+    assert last == "COMPLETED: wrote marked.txt, src/new.py, README.md; deleted old.txt"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -29,6 +29,16 @@ here, from markers anywhere in the prompt text:
   FAKE:TOKENS in=100 out=20 cost=0.01
                            the usage (and cost, where the CLI reports one) in the CLI's fields
 
+Without markers the fake can still act like a coding agent on a real plan: when the env
+FAKE_AGENT_SOLUTIONS names a directory, it reads the prompt's `## Files (change no others)`
+section (pytest-maestro's prompt.py writes it) and, for each `- create: path` and `- modify: path`,
+writes the solution file `$FAKE_AGENT_SOLUTIONS/path` to `path`; a solution under
+`$FAKE_AGENT_SOLUTIONS/@<phase id>/path` (the phase from the env MAESTRO_PHASE_ID) wins over it,
+so that a later phase can change a file an earlier one created. Each `- delete: path` is removed.
+A listed path without a solution file is left alone, as are `- read:` paths and paths a FAKE:EDIT
+marker already names. These are edits like FAKE:EDIT's: done only with the CLI's permission flag,
+written byte for byte, and listed in the Task Report (Files Created/Modified/Deleted).
+
 When FAKE_AGENT_STATE names a directory, every call appends one JSON line to calls.jsonl in it:
 cli, argv, cwd, prompt_length, phase_id (env MAESTRO_PHASE_ID), attempt and pid.
 """
@@ -52,12 +62,15 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 STATE_ENV = "FAKE_AGENT_STATE"
+SOLUTIONS_ENV = "FAKE_AGENT_SOLUTIONS"
 DEFAULT_TOKENS = (1200, 150, 0.0042)
 
 _EDIT = re.compile(r"FAKE:EDIT[ \t]+(\S+?)=(.*)$", re.MULTILINE)
 _VALUE = re.compile(r"FAKE:(SLEEP|RATE_LIMIT_OVER)=([0-9.]+)")
 _TOKENS = re.compile(r"FAKE:TOKENS((?:[ \t]+\w+=[0-9.]+)*)")
 _ATTEMPT = re.compile(r"^Attempt:\s*(\d+)", re.MULTILINE)
+_FILES = re.compile(r"^## Files \(change no others\)\n((?:- .*\n?)*)", re.MULTILINE)
+_FILE = re.compile(r"^- (create|modify|delete|read): (.+?)[ \t]*$", re.MULTILINE)
 _FLAGS = ("SUCCEED", "FAIL_FIRST", "FAIL", "BLOCKED", "NO_HANDOFF", "HANG", "QUOTA", "ERROR_EXIT0")
 
 
@@ -67,12 +80,15 @@ class Tokens:
 
 
 class Edit:
-    def __init__(self, path: str, content: str, target: Path, existed: bool) -> None:
+    """A file the agent writes (`content`) or deletes (`content` None)."""
+
+    def __init__(self, path: str, content: str | None, target: Path, existed: bool) -> None:
         self.path = path  # as the prompt gave it
-        self.content = content
+        self.content = content or ""
+        self.deleted = content is None
         self.target = target
         self.existed = existed
-        self.written = False
+        self.written = False  # done: written, or deleted
 
 
 class Reply:
@@ -111,7 +127,7 @@ class Markers:
     def parse(cls, prompt: str) -> Markers:
         flags = frozenset(f for f in _FLAGS if re.search(rf"FAKE:{f}\b", prompt))
         values = {name: value for name, value in _VALUE.findall(prompt)}
-        edits = tuple((path, _unescape(content)) for path, content in _EDIT.findall(prompt))
+        edits = tuple((path, _line(_unescape(content))) for path, content in _EDIT.findall(prompt))
         tokens = Tokens(*DEFAULT_TOKENS)
         match = _TOKENS.search(prompt)
         if match:
@@ -133,6 +149,36 @@ class Markers:
 
 def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text.rstrip("\r"))
+
+
+def _line(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def declared_files(prompt: str) -> list[tuple[str, str]]:
+    """(kind, path) for each line of the prompt's `## Files (change no others)` section."""
+    match = _FILES.search(prompt)
+    return _FILE.findall(match.group(1)) if match else []
+
+
+def solutions(prompt: str) -> list[tuple[str, str | None]]:
+    """(path, content) of the solution for each declared file, None for a deletion."""
+    where = os.environ.get(SOLUTIONS_ENV)
+    if not where:
+        return []
+    base = Path(where)
+    phase = os.environ.get("MAESTRO_PHASE_ID")
+    found: list[tuple[str, str | None]] = []
+    for kind, path in declared_files(prompt):
+        if kind == "delete":
+            found.append((path, None))
+        elif kind in ("create", "modify"):
+            candidates = [base / f"@{phase}" / path] if phase else []
+            for candidate in [*candidates, base / path]:
+                if candidate.is_file():
+                    found.append((path, candidate.read_bytes().decode()))
+                    break
+    return found
 
 
 def attempt_of(prompt: str) -> int:
@@ -286,7 +332,9 @@ class Call:
             return Reply("rate_limit", "", None, tokens=Tokens(0, 0, 0.0))
         if "QUOTA" in m.flags:
             return Reply("quota", "", None, tokens=Tokens(0, 0, 0.0))
-        edits = [self._edit(path, content, can_edit) for path, content in m.edits]
+        named = {path for path, _ in m.edits}
+        planned = [*m.edits, *(s for s in solutions(self.prompt) if s[0] not in named)]
+        edits = [self._edit(path, content, can_edit) for path, content in planned]
         if "ERROR_EXIT0" in m.flags:
             return Reply("error_exit0", "", None, edits, m.tokens)
         if "NO_HANDOFF" in m.flags:
@@ -301,17 +349,25 @@ class Call:
             return "FAILED", f"fake failure requested (attempt {self.attempt})"
         if "BLOCKED" in flags:
             return "BLOCKED", "fake blocker requested"
-        written = [edit.path for edit in edits if edit.written]
-        return "COMPLETED", ("wrote " + ", ".join(written)) if written else "done"
+        done = []
+        for verb, deleted in (("wrote", False), ("deleted", True)):
+            paths = [edit.path for edit in edits if edit.written and edit.deleted is deleted]
+            if paths:
+                done.append(f"{verb} {', '.join(paths)}")
+        return "COMPLETED", "; ".join(done) or "done"
 
-    def _edit(self, path: str, content: str, can_edit: bool | Callable[[str], bool]) -> Edit:
+    def _edit(self, path: str, content: str | None, can_edit: bool | Callable[[str], bool]) -> Edit:
+        """Write `content` to `path` (delete it when None) if `can_edit` allows."""
         target = (self.root / path).resolve()
         inside = target.is_relative_to(self.root.resolve())
         edit = Edit(path, content, target, existed=target.exists())
         allowed = can_edit(path) if callable(can_edit) else can_edit
         if allowed and inside:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content if content.endswith("\n") else content + "\n")
+            if content is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content.encode())
             edit.written = True
         return edit
 
@@ -328,9 +384,10 @@ def call(cli: str, argv: Sequence[str], prompt: str, root: Path) -> Iterator[Cal
 def handoff(status: str, summary: str, edits: list[Edit]) -> str:
     """Maestro's handoff report (agent-base-protocol.md), then the status line Maestro asks for."""
 
-    def listed(kind: bool) -> str:
-        paths = [edit.path for edit in edits if edit.existed is kind]
+    def listed(paths: list[str]) -> str:
         return ", ".join(paths) if paths else "none"
+
+    kept = [edit for edit in edits if not edit.deleted]
 
     outcome = {"COMPLETED": "success", "FAILED": "failure", "BLOCKED": "partial"}[status]
     return "\n".join(
@@ -338,9 +395,9 @@ def handoff(status: str, summary: str, edits: list[Edit]) -> str:
             "## Task Report",
             f"- **Status**: {outcome}",
             f"- **Objective Achieved**: {summary}",
-            f"- **Files Created**: {listed(False)}",
-            f"- **Files Modified**: {listed(True)}",
-            "- **Files Deleted**: none",
+            f"- **Files Created**: {listed([e.path for e in kept if not e.existed])}",
+            f"- **Files Modified**: {listed([e.path for e in kept if e.existed])}",
+            f"- **Files Deleted**: {listed([e.path for e in edits if e.deleted])}",
             "- **Decisions Made**: none",
             "- **Validation**: skipped",
             "- **Validation Output**: N/A",
