@@ -165,7 +165,17 @@ class Orchestrator:
                     f"plugin provides; available: {', '.join(sorted(self.runtimes))}"
                 )
             if name == "shell" and not phase.run:
-                return f"{self.where(phase)} has nothing to run: give it 'run:' commands"
+                agent = self.agents.get(phase.agent) if phase.agent else None
+                why = (
+                    f"its agent {agent.name!r} ({agent.path}) says runtime: shell, which runs "
+                    "'run:' commands"
+                    if agent and agent.runtime == "shell" and agent.path
+                    else "shell runs 'run:' commands"
+                )
+                return (
+                    f"{self.where(phase)} has nothing to run: {why}; give it 'run:' commands, "
+                    "or an agent whose runtime is an agent CLI"
+                )
             if runtime.autonomy and edits(phase) and not self.settings.autonomous:
                 needs_consent.setdefault(name, runtime)
         if needs_consent:

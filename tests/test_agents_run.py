@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,19 +175,43 @@ def test_a_hanging_agent_is_ended_at_the_timeout(pytester: pytest.Pytester, fake
         os.kill(call["pid"], 0)
 
 
+HOLDER = """
+import os, sys, time
+from pathlib import Path
+state = Path(sys.argv[1])
+(state / "running").mkdir(parents=True, exist_ok=True)
+for n in range(3):  # three calls "running" elsewhere: every new call is one too many
+    (state / "running" / f"holder-{n}").write_text(str(os.getpid()))
+calls = state / "calls.jsonl"
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    if calls.exists() and len(calls.read_text().splitlines()) >= int(sys.argv[2]):
+        break
+    time.sleep(0.02)
+"""
+
+
 def test_rate_limits_are_waited_out_without_counting_attempts(
     pytester: pytest.Pytester, fakes: Path
 ) -> None:
-    # 8 phases at once against a CLI that refuses more than 3 concurrent calls: all complete.
-    task = "FAKE:RATE_LIMIT_OVER=3\nFAKE:SLEEP=0.5"
-    phases = [agent_phase(f"p{n}", task, reads=["R"], max_retries=0) for n in range(8)]
-    write_plan(pytester, phases)
-    result = pytester.runpytest_subprocess(
-        "--maestro", "plan.yaml", "--maestro-runtime=claude", "-n", "8", "--maestro-stagger=0.05"
-    )
+    # 8 phases at -n 8 against a CLI that refuses more than 3 concurrent calls. While a holder
+    # keeps 3 calls "running", each phase's first call is refused; then they all complete.
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "8"])
+    try:
+        task = "FAKE:RATE_LIMIT_OVER=3\nFAKE:SLEEP=0.2"
+        phases = [agent_phase(f"p{n}", task, reads=["R"], max_retries=0) for n in range(8)]
+        write_plan(pytester, phases)
+        result = pytester.runpytest_subprocess(
+            "--maestro", "plan.yaml", "--maestro-runtime=claude", "-n", "8",
+            "--maestro-stagger=0.05",
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
     result.assert_outcomes(passed=8)
     made = calls(fakes)
-    assert len(made) > 8  # some were refused and made again
+    per_phase = [sum(c["phase_id"] == f"p{n}" for c in made) for n in range(8)]
+    assert min(per_phase) >= 2  # each was refused at least once and called again
     assert {c["attempt"] for c in made} == {1}  # a wait is not an attempt
     logs = "".join(p.read_text() for p in (pytester.path / ".maestro" / "logs").glob("p*.log"))
     assert "rate limited: " in logs and "waiting" in logs
