@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-ANALYZE_FORMATS = ("text", "json", "mermaid")
+from .plan import FORMAT_NAMES
+
 SCHEDULES = ("dag", "waves")
 
 
@@ -42,15 +43,7 @@ OPTIONS: tuple[Option, ...] = (
         "format",
         "plan format, detected from the content when not given",
         "choice",
-        choices=(
-            "native",
-            "design-v2",
-            "maestro-json",
-            "maestro-md",
-            "superpowers",
-            "tasklist",
-            "steps",
-        ),
+        choices=FORMAT_NAMES,
     ),
     Option("root", "project root where phases run; beats the plan's root:, which beats rootdir"),
     Option(

@@ -1,7 +1,7 @@
-"""The fast paths of the structured readers: the compiled schema check and the JSON line index.
+"""The fast path of the structured readers' schema validation: the compiled schema check.
 
-Both must give exactly the answers of the slow code they stand in front of (jsonschema, the
-token-by-token line scan), so most tests here compare the two on many inputs.
+It must give exactly the answers of jsonschema, which it stands in front of, so most tests here
+compare the two on many inputs.
 """
 
 from __future__ import annotations
@@ -18,15 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pytest_maestro.plan import PlanError
 from pytest_maestro.plan.formats import design_v2, maestro_json, native
-from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
 from pytest_maestro.plan.formats._schema_check import (
     SchemaValidator,
     UnsupportedSchema,
     compile_check,
 )
-from pytest_maestro.plan.formats._structured import parse_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "example_plans"
@@ -247,67 +244,3 @@ def test_the_unmutated_bases_are_valid(name: str) -> None:
 @given(data=st.data())
 def test_compiled_check_agrees_on_mutated_plans(name: str, data: st.DataObject) -> None:
     agrees(SHIPPED[name], _mutate(data, BASES[name]))
-
-
-# --- JSON lines: the shallow index, the lazy full scan, duplicate keys -------------------------
-
-_KEYS = st.text(alphabet='ab"\\\n é', max_size=3)
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(_KEYS, children, max_size=3),
-    max_leaves=15,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    document=_JSON,
-    indent=st.sampled_from([None, 0, 1, 2, "\t"]),
-    separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\n ")]),
-)
-def test_shallow_lines_are_the_full_scan_for_the_top_two_levels(
-    document: object, indent: int | str | None, separators: tuple[str, str]
-) -> None:
-    text = "\n " + json.dumps(document, indent=indent, separators=separators) + "\n"
-    every, duplicate = scan_lines(text)
-    assert duplicate is None
-    assert shallow_lines(text, levels=2) == {at: n for at, n in every.items() if len(at) <= 2}
-
-
-def test_document_lines_reach_deep_paths_on_demand(tmp_path: Path) -> None:
-    text = json.dumps({"phases": [{"id": "a"}, {"id": "b", "files": {"create": ["x"]}}]}, indent=1)
-    document = parse_json(text, tmp_path / "plan.json")
-    lines = text.split("\n")
-    assert lines[document.lines[("phases", 1)] - 1].strip() == "{"
-    assert '"create"' in lines[document.lines[("phases", 1, "files", "create")] - 1]
-    assert (
-        document.line_of(("phases", 1, "files", "create", 0, "nowhere"))
-        == (document.lines[("phases", 1, "files", "create", 0)])
-    )
-    assert dict(document.lines) == scan_lines(text)[0]
-    under = lines_under(document.lines, ("phases", 1))
-    assert under[("files",)] == document.lines[("phases", 1, "files")]
-    assert ("files", "create", 0) in set(under)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('{"phases": [{"id": "a"}],\n "phases": []}', ":2: duplicate key 'phases'"),
-        (
-            '{"phases": [{"id": "a", "files": {"create": [],\n"create": []}}]}',
-            ":2: duplicate key 'phases[0].files.create'",
-        ),
-        ('[{"a": {"b": 1}}, {"a": {"b": 1,\n\n "b": 2}}]', ":3: duplicate key '[1].a.b'"),
-    ],
-)
-def test_duplicate_keys_at_any_depth_are_errors(tmp_path: Path, text: str, expected: str) -> None:
-    path = tmp_path / "plan.json"
-    with pytest.raises(PlanError) as info:
-        parse_json(text, path)
-    assert str(info.value) == f"{path}{expected}"
-
-
-def test_equal_keys_in_different_objects_are_not_duplicates(tmp_path: Path) -> None:
-    text = '{"phases": [{"id": "a", "run": "x"}, {"id": "b", "run": "y"}]}'
-    assert parse_json(text, tmp_path / "plan.json").data["phases"][1]["id"] == "b"

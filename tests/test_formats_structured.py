@@ -13,10 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pytest_maestro.plan import Assumption, Check, Files, Phase, PlanError, load_plan
-from pytest_maestro.plan.formats import design_v2, maestro_json, native
+from pytest_maestro.plan import (
+    Assumption,
+    Check,
+    Files,
+    Phase,
+    PlanError,
+    detect_format,
+    load_plan,
+)
+from pytest_maestro.plan.formats import BY_NAME, design_v2, maestro_json, native
+from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
+from pytest_maestro.plan.formats._structured import parse_json
 from pytest_maestro.plan.model import Plan
-from pytest_maestro.plan.source import read_text
+from pytest_maestro.plan.source import Source
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "example_plans"
@@ -30,7 +40,7 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 def read(reader: object, path: Path) -> Plan:
-    plan: Plan = reader.read(read_text(path), path)  # type: ignore[attr-defined]
+    plan: Plan = reader.read(Source.read(path))  # type: ignore[attr-defined]
     return plan
 
 
@@ -48,9 +58,9 @@ def error_of(reader: object, path: Path) -> str:
 
 def detected(path: Path) -> str | None:
     """The first of the structured readers, in registry order, that claims the file."""
-    text = read_text(path)
+    source = Source.read(path)
     for reader in (design_v2, maestro_json, native):
-        if reader.detect(text, path):
+        if reader.detect(source):
             return reader.NAME
     return None
 
@@ -385,6 +395,18 @@ def test_other_documents_are_not_plans(tmp_path: Path, name: str, text: str, fou
     assert error_of(native, path) == f"{path}: {expected}"
 
 
+@pytest.mark.parametrize("name", ["plan.yaml", "plan.json", "Planfile"])
+def test_a_document_nested_past_the_stack_is_a_plan_error(tmp_path: Path, name: str) -> None:
+    # libyaml's own composer recurses in C and would overflow the stack here, killing pytest.
+    depth = 100_000
+    path = write(tmp_path, name, "phases: " + "[" * depth + "]" * depth + "\n")
+    if name == "plan.json":
+        path.write_text('{"phases": ' + "[" * depth + "]" * depth + "}")
+    kind = "JSON" if name == "plan.json" else "YAML"
+    assert native.detect(Source.read(path)) is (name != "Planfile")
+    assert error_of(native, path) == f"{path}: {kind} is nested too deeply"
+
+
 def test_empty_yaml_is_an_empty_plan_error(tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text("# only a comment\n")
@@ -396,10 +418,36 @@ def test_native_detection(tmp_path: Path) -> None:
     yaml_no_suffix = write(tmp_path, "plan", "phases:\n  - id: a\n")
     markdown = write(tmp_path, "plan.md", "phases:\n  - id: a\n")
     other = write(tmp_path, "notes", '{"name": "x"}')
-    assert native.detect(read_text(no_suffix), no_suffix)
-    assert native.detect(read_text(yaml_no_suffix), yaml_no_suffix)
-    assert not native.detect(read_text(markdown), markdown)
-    assert not native.detect(read_text(other), other)
+    assert native.detect(Source.read(no_suffix))
+    assert native.detect(Source.read(yaml_no_suffix))
+    assert not native.detect(Source.read(markdown))
+    assert not native.detect(Source.read(other))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("plan.json", '{"schemaVersion": 2, "goal": "g", "tasks": [{"subject": "a"}]}'),
+        ("Planfile", '[{"id": 1, "name": "a", "agent": "x", "parallel": false, "blocked_by": []}]'),
+        ("Planfile", '{"phases": [{"id": "a"}]}'),
+    ],
+)
+def test_detection_and_reading_decode_the_json_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str
+) -> None:
+    """The structured readers' detect, then the chosen one's read, share one decoded JSON."""
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting_loads(text: str, **options: object) -> object:
+        decoded.append(text)
+        return loads(text, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    source = Source.read(write(tmp_path, name, text))
+    plan = BY_NAME[detect_format(source)].read(source)
+    # (native's read also decodes its schema, once per process)
+    assert plan.phases and decoded.count(source.text) == 1
 
 
 def test_schema_is_valid_and_covers_the_documented_fields() -> None:
@@ -629,8 +677,8 @@ def test_design_v2_error_line_is_the_offending_value(tmp_path: Path) -> None:
 def test_design_v2_detection_is_specific(tmp_path: Path) -> None:
     native_json = write(tmp_path, "a.json", '{"phases": [{"id": "a"}]}')
     yaml_design = write(tmp_path, "b.yaml", "schemaVersion: 2\ntasks: []\n")
-    assert not design_v2.detect(read_text(native_json), native_json)
-    assert not design_v2.detect(read_text(yaml_design), yaml_design)
+    assert not design_v2.detect(Source.read(native_json))
+    assert not design_v2.detect(Source.read(yaml_design))
 
 
 # --- maestro-json ----------------------------------------------------------------------------
@@ -789,8 +837,75 @@ def test_readers_raise_only_plan_errors(
     path.write_text(text)
     for reader in (native, design_v2, maestro_json):
         try:
-            plan = reader.read(text, path)
+            plan = reader.read(Source(path, text))
         except PlanError as error:
             assert "\n" not in str(error)
         else:
             assert plan.phases and all(isinstance(p.id, str) for p in plan.phases)
+
+
+# --- JSON lines: the shallow index, the lazy full scan, duplicate keys -------------------------
+# The shallow index and the lazy scan must give exactly the lines of the token-by-token scan.
+
+_JSON_KEYS = st.text(alphabet='ab"\\\n é', max_size=3)
+_JSON_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_JSON_KEYS, children, max_size=3)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    document=_JSON_DOCUMENTS,
+    indent=st.sampled_from([None, 0, 1, 2, "\t"]),
+    separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\n ")]),
+)
+def test_shallow_lines_are_the_full_scan_for_the_top_two_levels(
+    document: object, indent: int | str | None, separators: tuple[str, str]
+) -> None:
+    text = "\n " + json.dumps(document, indent=indent, separators=separators) + "\n"
+    every, duplicate = scan_lines(text)
+    assert duplicate is None
+    assert shallow_lines(text, levels=2) == {at: n for at, n in every.items() if len(at) <= 2}
+
+
+def test_document_lines_reach_deep_paths_on_demand(tmp_path: Path) -> None:
+    text = json.dumps({"phases": [{"id": "a"}, {"id": "b", "files": {"create": ["x"]}}]}, indent=1)
+    document = parse_json(Source(tmp_path / "plan.json", text))
+    lines = text.split("\n")
+    assert lines[document.lines[("phases", 1)] - 1].strip() == "{"
+    assert '"create"' in lines[document.lines[("phases", 1, "files", "create")] - 1]
+    assert (
+        document.line_of(("phases", 1, "files", "create", 0, "nowhere"))
+        == (document.lines[("phases", 1, "files", "create", 0)])
+    )
+    assert dict(document.lines) == scan_lines(text)[0]
+    under = lines_under(document.lines, ("phases", 1))
+    assert under[("files",)] == document.lines[("phases", 1, "files")]
+    assert ("files", "create", 0) in set(under)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"phases": [{"id": "a"}],\n "phases": []}', ":2: duplicate key 'phases'"),
+        (
+            '{"phases": [{"id": "a", "files": {"create": [],\n"create": []}}]}',
+            ":2: duplicate key 'phases[0].files.create'",
+        ),
+        ('[{"a": {"b": 1}}, {"a": {"b": 1,\n\n "b": 2}}]', ":3: duplicate key '[1].a.b'"),
+    ],
+)
+def test_duplicate_keys_at_any_depth_are_errors(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "plan.json"
+    with pytest.raises(PlanError) as info:
+        parse_json(Source(path, text))
+    assert str(info.value) == f"{path}{expected}"
+
+
+def test_equal_keys_in_different_objects_are_not_duplicates(tmp_path: Path) -> None:
+    text = '{"phases": [{"id": "a", "run": "x"}, {"id": "b", "run": "y"}]}'
+    assert parse_json(Source(tmp_path / "plan.json", text)).data["phases"][1]["id"] == "b"

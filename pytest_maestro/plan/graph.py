@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .errors import location
+from .gc_pause import paused_gc
 from .model import Plan
 from .ownership import (
     Chunk,
@@ -64,10 +65,6 @@ class PlanGraph:
     """Answers about the dependency structure of a plan that has passed validation."""
 
     def __init__(self, plan: Plan, durations: Mapping[str, float] | None = None) -> None:
-        # Imported when called: the package's __init__ may import this module before it has
-        # defined paused_gc.
-        from . import paused_gc
-
         self.plan = plan
         with paused_gc():  # a few lists and tuples per phase: see paused_gc
             self.ids: tuple[str, ...] = plan.ids

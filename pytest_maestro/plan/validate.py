@@ -7,6 +7,7 @@ import re
 from pathlib import PurePosixPath, PureWindowsPath
 
 from .errors import PlanError
+from .graph import PlanGraph
 from .model import Phase, Plan
 
 _BAD_ID = re.compile(r"::|\[|\]|^\s|\s$")
@@ -38,9 +39,6 @@ def validate(plan: Plan) -> Plan:
         written.add(phase.id)
     if not backwards:  # dependencies that all point backwards cannot form a cycle
         _check_cycles(plan)
-
-    from .graph import PlanGraph
-
     warnings = (*plan.warnings, *PlanGraph(plan).warnings())
     return dataclasses.replace(plan, warnings=warnings)
 

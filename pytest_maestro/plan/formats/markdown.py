@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import PlanError
-from ..source import Line, markdown_lines
+from ..source import Line
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
@@ -65,26 +65,6 @@ class Item:
     line: int
     indent: int
     text: str
-
-
-def split_lines(text: str) -> tuple[Line, ...]:
-    """The lines of ``text``, fences marked.
-
-    Every Markdown reader's ``detect`` splits the document, then the chosen reader's ``read``
-    splits it again: the last split is kept for the same text object (identity, not equality, so
-    that reading a file anew does the work anew and nothing else is kept).
-    """
-    global _last_split
-    if _last_split is not None and _last_split[0] is text:
-        return _last_split[1]
-    # read_text already did this for plan files; readers may also be handed raw text.
-    normal = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    lines = tuple(markdown_lines(normal))
-    _last_split = (text, lines)
-    return lines
-
-
-_last_split: tuple[str, tuple[Line, ...]] | None = None
 
 
 def heading(line: Line) -> tuple[int, str] | None:
