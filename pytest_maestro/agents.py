@@ -6,10 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import frontmatter
-import yaml
-
 from .plan.errors import PlanError
+from .plan.front_matter import FrontMatterError, load_yaml, split_front_matter
 
 RUNTIMES = ("shell", "claude", "gemini", "codex", "command")
 
@@ -57,13 +55,15 @@ class AgentRegistry:
 
 def load_agent(path: Path) -> Agent:
     try:
-        post = frontmatter.load(str(path))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise PlanError(
-            f"invalid agent definition: {exc}", path, line + 2 if line else None
-        ) from None
-    meta = post.metadata
+        text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise PlanError("invalid agent definition: not UTF-8 text", path) from None
+    front = split_front_matter(text)
+    try:
+        meta = load_yaml(front) if front is not None else {}
+    except FrontMatterError as error:
+        raise PlanError(f"invalid agent definition: {error.problem}", path, error.line) from None
+    instructions = text[front.body_start :] if front is not None else text
     name = str(meta.get("name") or path.stem)
     runtime = str(meta.get("runtime", "shell"))
     if runtime not in RUNTIMES:
@@ -79,6 +79,6 @@ def load_agent(path: Path) -> Agent:
         runtime=runtime,
         model=str(meta["model"]) if meta.get("model") else None,
         timeout_mins=float(timeout) if timeout is not None else None,
-        instructions=post.content.strip(),
+        instructions=instructions.strip(),
         path=path,
     )

@@ -221,6 +221,47 @@ def test_maestro_md_invalid_frontmatter_is_a_plan_error(tmp_path: Path) -> None:
         load_plan(path)
 
 
+@pytest.mark.parametrize(
+    ("front", "message"),
+    [
+        (
+            "title: [unclosed",
+            ":2: invalid YAML frontmatter: expected ',' or ']', but got '<stream end>'",
+        ),
+        (
+            "\n\nstatus: ok\ntitle: a: b",
+            ":5: invalid YAML frontmatter: mapping values are not allowed here",
+        ),
+        (
+            "title: x\nnote: \x07",
+            ":3: invalid YAML frontmatter: special characters are not allowed",
+        ),
+        ("a: " + "[" * 5000 + "]" * 5000, ":2: invalid YAML frontmatter: nested too deeply"),
+    ],
+)
+def test_frontmatter_errors_name_the_line_of_the_file(
+    tmp_path: Path, front: str, message: str
+) -> None:
+    path = tmp_path / "plan.md"
+    path.write_text(f"---\n{front}\n---\n## Phase 1: A\n\n### Agent: builder\n")
+    with pytest.raises(PlanError) as error:
+        load_plan(path)
+    assert str(error.value) == f"{path}{message}"
+
+
+def test_frontmatter_title_and_the_context_after_it(tmp_path: Path) -> None:
+    text = (
+        "---\r\ntitle: Plan T\r\n---\r\n\r\nGoal text.\r\n\r\n## Phase 1: A\r\n\r\n### Agent: b\r\n"
+    )
+    path = tmp_path / "plan.md"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plan = load_plan(path)
+    assert (plan.title, plan.context) == ("Plan T", "Goal text.")
+    # a rule that opens a document without a closing one is no frontmatter
+    path.write_text("---\n\n# Heading\n\n## Phase 1: A\n\n### Agent: b\n")
+    assert load_plan(path).title == "Heading"
+
+
 # --- superpowers -----------------------------------------------------------------------------
 
 SUPERPOWERS = """

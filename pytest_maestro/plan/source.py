@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import PlanError
+from .front_matter import FrontMatter, split_front_matter
 from .yaml_loader import FastSafeLoader
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -92,11 +93,20 @@ class Source:
         return cls(path, read_text(path))
 
     @cached_property
+    def normal_text(self) -> str:
+        """The text without a BOM and with ``\\n`` line ends: what ``read_text`` gives already,
+        for a Source built from other text."""
+        return self.text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+    @cached_property
     def lines(self) -> tuple[Line, ...]:
         """The Markdown lines, fences marked."""
-        # read_text already normalised plan files; a Source may also be built from raw text.
-        normal = self.text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-        return tuple(markdown_lines(normal))
+        return tuple(markdown_lines(self.normal_text))
+
+    @cached_property
+    def front_matter(self) -> FrontMatter | None:
+        """The ``---`` block that opens a Markdown document, if it has one."""
+        return split_front_matter(self.normal_text)
 
     @cached_property
     def looks_like_json(self) -> bool:

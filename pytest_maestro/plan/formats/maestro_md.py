@@ -66,7 +66,7 @@ def read(source: Source) -> Plan:
     starts = [h for h in md.headings(lines) if h.level == 2 and _PHASE.match(h.text)]
     phases = [_read_phase(lines, h, path) for h in starts]
     stop = starts[0].index if starts else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=tuple(phases), title=title, context=context)
 
 

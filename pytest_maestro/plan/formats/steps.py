@@ -66,7 +66,7 @@ def read(source: Source) -> Plan:
         for step, qualifier in zip(steps, qualifiers, strict=True)
     )
     stop = _context_stop(all_headings, starts[0]) if starts else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
 
 

@@ -77,7 +77,7 @@ def read(source: Source) -> Plan:
     ]
     order = md.sequential(phase.id for phase in phases)
     first = groups.get(starts[0].index, starts[0]) if starts else None
-    title, context = md.title_and_context(lines, path, first.index if first else len(lines))
+    title, context = md.title_and_context(source, first.index if first else len(lines))
     return Plan(
         path=path,
         format=NAME,

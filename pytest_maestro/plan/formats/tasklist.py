@@ -76,7 +76,7 @@ def read(source: Source) -> Plan:
     )
     first = groups.get(starts[0].index, starts[0]) if starts else None
     stop = first.index if first else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
 
 
