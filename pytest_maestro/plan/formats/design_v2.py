@@ -18,8 +18,7 @@ from typing import Any
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
 from ..source import Source
-from ._schema_check import SchemaValidator
-from ._schema_errors import Items, raise_first_error
+from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import Document, describe, parse_json
 
 NAME = "design-v2"

@@ -30,8 +30,7 @@ from ..errors import PlanError
 from ..model import Files, Phase, Plan
 from ..source import Source
 from ._json_lines import lines_under
-from ._schema_check import SchemaValidator
-from ._schema_errors import Items, raise_first_error
+from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import DataPath, Document, id_text, parse_json, raw_phase_id
 
 NAME = "maestro-json"
