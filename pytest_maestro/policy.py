@@ -30,7 +30,6 @@ class Policy(Protocol):
     def next_job(self) -> str | None: ...
     def start(self, job_id: str) -> None: ...
     def finish(self, job_id: str, ok: bool) -> list[tuple[str, str]]: ...
-    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]: ...
     @property
     def pending(self) -> Set[str]: ...
     @property
@@ -153,20 +152,6 @@ class _Ledger:
         self._finished[job_id] = ok
         self._release(job_id, ok)
         doomed = [] if ok else self._doom_dependents(job_id, job_id)
-        self._settle()
-        return doomed
-
-    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]:
-        """Drop a pending job the caller will not run; its dependents are doomed by `reason_job`.
-
-        The returned list holds the dependents only, not `job_id` itself.
-        """
-        if job_id not in self._pending:
-            raise ValueError(f"job {job_id!r} is not pending")
-        self._pending.remove(job_id)
-        self._doomed[job_id] = reason_job
-        self._forget(job_id)
-        doomed = self._doom_dependents(job_id, reason_job)
         self._settle()
         return doomed
 
