@@ -629,7 +629,7 @@ def test_steps_slash_ids_become_dotted(tmp_path: Path) -> None:
 
 
 def test_steps_parallel_handoff_example(tmp_path: Path) -> None:
-    """The seed parallel-handoff protocol's Example 1: two independent chains of steps."""
+    """A parallel hand-off plan: two independent chains of steps, each depending on the last."""
     plan = load(
         tmp_path,
         """

@@ -4,7 +4,7 @@ Phases are numbered 0..n-1 in written order; every answer is computed once and c
 V phases, E dependency edges, F file references and w = 30 (bits per CPython int digit):
 
 * topological orders, waves, critical path, remaining paths: O(V log V + E);
-* the order of a subset of k phases (``stable_order``): O(k log k) plus the edges among them;
+* the order of a subset of k phases (``stable_order``): O(V + k log k) plus their edges;
 * descendants, and the dependency cycle of a plan that has one: O(V + E), without recursion;
 * chunks and the execution profile: O(V + E + F) (union-find with path halving);
 * reachability (``may_run_concurrently``, conflicts, redundant dependencies): ancestor bitsets as
@@ -111,16 +111,17 @@ class PlanGraph:
 
     # -- order ---------------------------------------------------------------------------------
 
-    def _kahn(self, key: Sequence[Any] | Mapping[int, Any], nodes: Iterable[int] = ()) -> list[int]:
-        """Kahn's algorithm over ``nodes`` (every phase when empty) and the dependencies among
-        them: among ready phases, the smallest ``key`` goes first, then the one written first.
-        O(k log k + E_k) for k nodes and the E_k dependencies between them."""
-        chosen = set(nodes)
-        members: Iterable[int] = chosen or range(len(self.ids))
+    def _kahn(self, key: Sequence[Any] | Mapping[int, Any]) -> list[int]:
+        """Kahn's algorithm over the phases ``key`` ranks (a sequence ranks every phase, a mapping
+        the phases it holds) and the dependencies among them: among ready phases, the smallest
+        key goes first, then the one written first. O(V + k log k + E_k) for k phases and the
+        E_k dependencies from them."""
+        subset = key if isinstance(key, Mapping) else None
+        members = range(len(self.ids)) if subset is None else subset.keys()
         missing = [0] * len(self.ids)
         for node in members:
             deps = self.deps[node]
-            missing[node] = sum(1 for d in deps if d in chosen) if chosen else len(deps)
+            missing[node] = len(deps) if subset is None else sum(1 for d in deps if d in subset)
         ready = [(key[node], node) for node in members if missing[node] == 0]
         heapq.heapify(ready)
         order: list[int] = []
@@ -128,12 +129,12 @@ class PlanGraph:
             node = heapq.heappop(ready)[1]
             order.append(node)
             for succ in self.succs[node]:
-                if chosen and succ not in chosen:
+                if subset is not None and succ not in subset:
                     continue
                 missing[succ] -= 1
                 if missing[succ] == 0:
                     heapq.heappush(ready, (key[succ], succ))
-        if len(order) != (len(chosen) if chosen else len(self.ids)):
+        if len(order) != len(members):
             raise ValueError("the plan has a dependency cycle; validate it first")
         return order
 
@@ -178,9 +179,7 @@ class PlanGraph:
         dependencies among them: a topological order of the subset that keeps the given order
         wherever the dependencies allow it. Dependencies on phases outside ``ids`` are ignored."""
         position = {self.index[pid]: n for n, pid in enumerate(ids)}
-        if not position:
-            return []
-        return [self.ids[i] for i in self._kahn(position, position)]
+        return [self.ids[i] for i in self._kahn(position)]
 
     def descendants(self, ids: Iterable[str]) -> set[str]:
         """Every phase that depends on one of ``ids``, directly or through others. O(V + E)."""

@@ -6,8 +6,8 @@ process, where the pure-Python ``SafeLoader`` raises ``RecursionError``. :class:
 takes only libyaml's events (its parser keeps its own stack on the heap) and composes the nodes in
 Python, which is as fast, since most of the time goes to resolving and constructing values in
 Python anyway, and keeps the recursion limit. libyaml words its syntax errors differently and
-counts their positions in bytes, so :func:`safe_load` and the plan readers load a document that
-fails again with ``SafeLoader``: the error a user reads is the same with or without libyaml.
+counts their positions in bytes, so when it refuses a document, :func:`safe_load` and the plan
+readers load it again with ``SafeLoader``, whose error users read, with or without libyaml.
 """
 
 from __future__ import annotations

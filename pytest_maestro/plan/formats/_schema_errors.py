@@ -1,8 +1,8 @@
 """JSON Schema validation of plans, and the first error as one plain line: file, line, phase,
 field, what is wrong.
 
-fastjsonschema compiles each schema into Python code that says whether a plan is valid, about a
-hundred times faster than jsonschema, which walks the schema for every value. Almost every plan
+fastjsonschema compiles each schema into Python code that says whether a plan is valid, tens of
+times faster than jsonschema, which walks the schema for every value. Almost every plan
 is valid; for one that is not, jsonschema finds the errors, with the paths and schema keywords
 the message is made of. Both read draft 2020-12 the same way for the keywords these schemas use,
 which the tests check on many plans.
