@@ -2,15 +2,15 @@
 
     .venv/bin/python bench/bench_plan_scale.py [--sizes 1000 10000] [--repeat 5]
 
-For each size it writes, in a temporary directory, one random DAG as a native JSON plan, as a task
-list, as a superpowers plan and as a step plan (Markdown), then prints the best of ``--repeat``
-timings of ``load_plan`` (read, parse, validate) and of the analysis (``PlanGraph`` and
-``render(plan, "json")``), the growth from the smallest to the largest size, and the wall time of
-``python -m pytest --maestro PLAN --co -q -p no:cacheprovider -p no:hypothesispytest`` on the
-native plan, next to the same command on a one-phase plan: the part of the time that does not
-depend on the plan (Python and pytest starting, every installed plugin loading). Hypothesis is a
-dependency of this project's tests only, and its pytest plugin alone takes about 0.8 s to import:
-users do not have it, so it is left out, as in the other benchmarks.
+For each size it writes, in a temporary directory, one random DAG as a native JSON plan, as a native
+YAML plan, as a task list, as a superpowers plan and as a step plan (Markdown), then prints the best
+of ``--repeat`` timings of ``load_plan`` (read, parse, validate) and of the analysis (``PlanGraph``
+and ``render(plan, "json")``), the growth from the smallest to the largest size, and the wall time
+of ``python -m pytest --maestro PLAN --co -q -p no:cacheprovider -p no:hypothesispytest`` on the
+native plan, next to the same command on a one-phase plan: the part of the time that does not depend
+on the plan (Python and pytest starting, every installed plugin loading). Hypothesis is a dependency
+of this project's tests only, and its pytest plugin alone takes about 0.8 s to import: users do not
+have it, so it is left out, as in the other benchmarks.
 
 Targets, printed and not asserted: 10,000 phases collected in under 2 s of wall time; analysis at
 10,000 phases within 12x of 1,000 (linear growth would be 10x).
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from plans import (
     random_plan,
     steps_markdown,
@@ -61,8 +62,11 @@ def write_plans(size: int, folder: Path) -> dict[str, Path]:
     chain.write_text(superpowers_markdown(plan), encoding="utf-8")
     steps = folder / f"steps-{size}.md"
     steps.write_text(steps_markdown(plan), encoding="utf-8")
+    block_yaml = folder / f"plan-{size}.yaml"
+    block_yaml.write_text(yaml.safe_dump(plan, sort_keys=False), encoding="utf-8")
     return {
         "native json": write_plan(plan, folder / f"plan-{size}.json"),
+        "native yaml": block_yaml,
         "tasklist md": tasks,
         "superpowers md": chain,
         "steps md": steps,

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import frontmatter
-import yaml
-
 from .plan.errors import PlanError
+from .plan.front_matter import FrontMatterError, load_yaml, split_front_matter
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
 PROMPT_VIA = ("stdin", "file")
@@ -90,18 +88,19 @@ class AgentRegistry:
 
 def load_agent(path: Path) -> Agent:
     try:
-        post = frontmatter.load(str(path))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        # python-frontmatter hands YAML the text from the end of the opening '---' line, so
-        # the mark's 0-based line is the file's 1-based one.
-        line = mark.line + 1 if mark is not None else None
-        raise PlanError(f"invalid agent definition: {exc.problem}", path, line) from None
-    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:
-        raise PlanError(f"invalid agent definition: {exc}", path) from None
+        text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise PlanError("invalid agent definition: not UTF-8 text", path) from None
     except OSError as exc:
         raise PlanError(f"cannot read agent definition: {exc.strerror}", path) from None
-    meta = post.metadata
+    front = split_front_matter(text)
+    try:
+        meta = load_yaml(front) if front is not None else {}
+    except FrontMatterError as error:
+        raise PlanError(f"invalid agent definition: {error.problem}", path, error.line) from None
+    if not isinstance(meta, dict):
+        raise PlanError("invalid agent definition: its frontmatter is not a mapping", path, 2)
+    instructions = text[front.body_start :] if front is not None else text
     name = _text(meta.get("name"), "name", path) or path.stem
     reader = _Fields(meta, path, name)
     prompt_via = reader.text("prompt_via")
@@ -124,7 +123,7 @@ def load_agent(path: Path) -> Agent:
         command=reader.words("command", split=False),
         prompt_via=prompt_via,
         env=reader.env(),
-        instructions=post.content.strip(),
+        instructions=instructions.strip(),
         path=path,
         extra={k: v for k, v in meta.items() if k not in known},
     )

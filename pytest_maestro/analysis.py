@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .plan import paused_gc
+from .plan.gc_pause import paused_gc
 from .plan.graph import Chunk, PlanGraph, wave_overlap
 from .plan.model import Phase, Plan
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from .analysis import FORMATS as ANALYZE_FORMATS
 from .plan import PlanError, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
-from .settings import ANALYZE_FORMATS, OPTIONS, Settings, SettingsError
+from .settings import OPTIONS, Settings, SettingsError
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (

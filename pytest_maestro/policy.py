@@ -1,8 +1,8 @@
 """The pure scheduling core: which phase should start now, given what runs and what finished.
 
 It knows phases only as `Job` values (id, dependencies, file sets, estimated duration). No pytest,
-no processes, no clock: the xdist adapter, the in-process loop and `simulation.simulate` drive a
-`Policy` with ``next_job`` / ``start`` / ``finish`` / ``skip``.
+no processes, no clock: the xdist adapter and `simulation.simulate` drive a `Policy` with
+``next_job`` / ``start`` / ``finish``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ class Policy(Protocol):
     def next_job(self) -> str | None: ...
     def start(self, job_id: str) -> None: ...
     def finish(self, job_id: str, ok: bool) -> list[tuple[str, str]]: ...
-    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]: ...
     @property
     def pending(self) -> Set[str]: ...
     @property
@@ -153,20 +152,6 @@ class _Ledger:
         self._finished[job_id] = ok
         self._release(job_id, ok)
         doomed = [] if ok else self._doom_dependents(job_id, job_id)
-        self._settle()
-        return doomed
-
-    def skip(self, job_id: str, reason_job: str) -> list[tuple[str, str]]:
-        """Drop a pending job the caller will not run; its dependents are doomed by `reason_job`.
-
-        The returned list holds the dependents only, not `job_id` itself.
-        """
-        if job_id not in self._pending:
-            raise ValueError(f"job {job_id!r} is not pending")
-        self._pending.remove(job_id)
-        self._doomed[job_id] = reason_job
-        self._forget(job_id)
-        doomed = self._doom_dependents(job_id, reason_job)
         self._settle()
         return doomed
 

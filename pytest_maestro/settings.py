@@ -1,7 +1,8 @@
 """One frozen Settings object: CLI > MAESTRO_* environment > ini > default.
 
 Every option is declared once in ``OPTIONS``; ``plugin.py`` registers the CLI flags and ini keys
-from it, the README's options table is written from it, and a bad value names where it came from.
+from it, a test keeps the README's options table in step with it, and a bad value names where it
+came from.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-ANALYZE_FORMATS = ("text", "json", "mermaid")
+from .plan import FORMAT_NAMES
+
 SCHEDULES = ("dag", "waves")
 
 
@@ -42,15 +44,7 @@ OPTIONS: tuple[Option, ...] = (
         "format",
         "plan format, detected from the content when not given",
         "choice",
-        choices=(
-            "native",
-            "design-v2",
-            "maestro-json",
-            "maestro-md",
-            "superpowers",
-            "tasklist",
-            "steps",
-        ),
+        choices=FORMAT_NAMES,
     ),
     Option("root", "project root where phases run; beats the plan's root:, which beats rootdir"),
     Option(

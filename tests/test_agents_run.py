@@ -176,7 +176,7 @@ def test_a_hanging_agent_is_ended_at_the_timeout(pytester: pytest.Pytester, fake
 
 
 HOLDER = """
-import os, sys, time
+import json, os, sys, time
 from pathlib import Path
 state = Path(sys.argv[1])
 (state / "running").mkdir(parents=True, exist_ok=True)
@@ -185,9 +185,17 @@ for n in range(3):  # three calls "running" elsewhere: every new call is one too
 calls = state / "calls.jsonl"
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
-    if calls.exists() and len(calls.read_text().splitlines()) >= int(sys.argv[2]):
-        break
+    seen = set()
+    for line in calls.read_text().splitlines() if calls.exists() else []:
+        try:
+            seen.add(json.loads(line)["phase_id"])
+        except ValueError:
+            pass  # a line still being written
+    if len(seen) >= int(sys.argv[2]):
+        break  # every phase has been refused once
     time.sleep(0.02)
+for n in range(3):  # gone before this process ends: a zombie would still count as running
+    (state / "running" / f"holder-{n}").unlink()
 """
 
 
@@ -203,7 +211,7 @@ def test_rate_limits_are_waited_out_without_counting_attempts(
         write_plan(pytester, phases)
         result = pytester.runpytest_subprocess(
             "--maestro", "plan.yaml", "--maestro-runtime=claude", "-n", "8",
-            "--maestro-stagger=0.05",
+            "--maestro-stagger=0.05", "--maestro-max-wait=120",
         )  # fmt: skip
     finally:
         holder.kill()

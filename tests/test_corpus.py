@@ -12,7 +12,7 @@ import pytest
 from pytest_maestro.plan import PlanError, detect_format, load_plan
 from pytest_maestro.plan.formats import maestro_md, steps, superpowers, tasklist
 from pytest_maestro.plan.model import Plan
-from pytest_maestro.plan.source import read_text
+from pytest_maestro.plan.source import Source
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS = SHARED / "corpus"
@@ -43,12 +43,12 @@ def deps(plan: Plan) -> dict[str, tuple[str, ...]]:
 )
 def test_corpus_plan_format_and_phase_count(name: str, format: str, count: int) -> None:
     path = CORPUS / name
-    assert detect_format(read_text(path), path) == format
+    assert detect_format(Source.read(path)) == format
     plan = load_plan(path)
     assert plan.format == format
     assert len(plan.phases) == count
     # exactly one Markdown reader claims the document
-    claims = [r.NAME for r in MARKDOWN_READERS if r.detect(read_text(path), path)]
+    claims = [r.NAME for r in MARKDOWN_READERS if r.detect(Source.read(path))]
     assert claims == [format]
 
 
@@ -71,8 +71,8 @@ def test_corpus_documents_that_are_not_plans(name: str) -> None:
 )
 def test_seed_specifications_are_not_plans(name: str) -> None:
     path = SEEDS / name
-    text = read_text(path)
-    assert [r.NAME for r in MARKDOWN_READERS if r.detect(text, path)] == []
+    source = Source.read(path)
+    assert [r.NAME for r in MARKDOWN_READERS if r.detect(source)] == []
 
 
 def test_maestro_template() -> None:

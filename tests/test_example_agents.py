@@ -153,13 +153,6 @@ def test_an_example_plan_runs_end_to_end_on_an_agent_cli(
         assert ran.stdout.splitlines()[0] == first_line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pytest-maestro bug: in a git work tree, a phase is blamed for the files of phases "
-    "that ran beside it (runner.PhaseRunner._attempt compares the whole tree before and after "
-    "its own agent call), so --maestro-strict-files fails parallel phases that kept to their "
-    "files; found running maestro-plan.md in a git checkout with -n 2",
-)
 def test_parallel_phases_are_not_blamed_for_each_other_s_files(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

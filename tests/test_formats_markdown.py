@@ -13,6 +13,7 @@ from pytest_maestro.plan import PlanError, detect_format, load_plan
 from pytest_maestro.plan.formats import maestro_md, steps, superpowers, tasklist
 from pytest_maestro.plan.formats import markdown as md
 from pytest_maestro.plan.model import Check, Plan
+from pytest_maestro.plan.source import Source
 
 MARKDOWN_READERS = (maestro_md, tasklist, steps, superpowers)
 READER = {reader.NAME: reader for reader in MARKDOWN_READERS}
@@ -40,7 +41,9 @@ def deps(plan: Plan) -> dict[str, tuple[str, ...]]:
 
 
 def claimed_by(text: str) -> list[str]:
-    return [reader.NAME for reader in MARKDOWN_READERS if reader.detect(text, Path("plan.md"))]
+    return [
+        reader.NAME for reader in MARKDOWN_READERS if reader.detect(Source(Path("plan.md"), text))
+    ]
 
 
 # --- maestro-md ------------------------------------------------------------------------------
@@ -216,6 +219,47 @@ def test_maestro_md_invalid_frontmatter_is_a_plan_error(tmp_path: Path) -> None:
     path = write(tmp_path, "---\ntitle: [unclosed\n---\n## Phase 1: A\n\n### Agent: builder\n")
     with pytest.raises(PlanError, match=r"plan\.md:\d+: invalid YAML frontmatter"):
         load_plan(path)
+
+
+@pytest.mark.parametrize(
+    ("front", "message"),
+    [
+        (
+            "title: [unclosed",
+            ":2: invalid YAML frontmatter: expected ',' or ']', but got '<stream end>'",
+        ),
+        (
+            "\n\nstatus: ok\ntitle: a: b",
+            ":5: invalid YAML frontmatter: mapping values are not allowed here",
+        ),
+        (
+            "title: x\nnote: \x07",
+            ":3: invalid YAML frontmatter: special characters are not allowed",
+        ),
+        ("a: " + "[" * 5000 + "]" * 5000, ":2: invalid YAML frontmatter: nested too deeply"),
+    ],
+)
+def test_frontmatter_errors_name_the_line_of_the_file(
+    tmp_path: Path, front: str, message: str
+) -> None:
+    path = tmp_path / "plan.md"
+    path.write_text(f"---\n{front}\n---\n## Phase 1: A\n\n### Agent: builder\n")
+    with pytest.raises(PlanError) as error:
+        load_plan(path)
+    assert str(error.value) == f"{path}{message}"
+
+
+def test_frontmatter_title_and_the_context_after_it(tmp_path: Path) -> None:
+    text = (
+        "---\r\ntitle: Plan T\r\n---\r\n\r\nGoal text.\r\n\r\n## Phase 1: A\r\n\r\n### Agent: b\r\n"
+    )
+    path = tmp_path / "plan.md"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plan = load_plan(path)
+    assert (plan.title, plan.context) == ("Plan T", "Goal text.")
+    # a rule that opens a document without a closing one is no frontmatter
+    path.write_text("---\n\n# Heading\n\n## Phase 1: A\n\n### Agent: b\n")
+    assert load_plan(path).title == "Heading"
 
 
 # --- superpowers -----------------------------------------------------------------------------
@@ -585,7 +629,7 @@ def test_steps_slash_ids_become_dotted(tmp_path: Path) -> None:
 
 
 def test_steps_parallel_handoff_example(tmp_path: Path) -> None:
-    """The seed parallel-handoff protocol's Example 1: two independent chains of steps."""
+    """A parallel hand-off plan: two independent chains of steps, each depending on the last."""
     plan = load(
         tmp_path,
         """
@@ -652,7 +696,7 @@ def test_crlf_and_bom_read_like_plain_text(tmp_path: Path, name: str) -> None:
     assert (actual.title, actual.context) == (expected.title, expected.context)
     # the readers also cope with raw text that did not go through read_text
     raw = "\ufeff" + text.replace("\n", "\r\n")
-    assert [p.blocked_by for p in READER[name].read(raw, crlf).phases] == [
+    assert [p.blocked_by for p in READER[name].read(Source(crlf, raw)).phases] == [
         p.blocked_by for p in expected.phases
     ]
 
@@ -762,9 +806,10 @@ def test_phase_ids_are_safe_node_ids(number: str, title: str) -> None:
     ]
     for text in documents:
         for reader in MARKDOWN_READERS:
-            if not reader.detect(text, Path("p.md")):
+            source = Source(Path("p.md"), text)
+            if not reader.detect(source):
                 continue
-            for phase in reader.read(text, Path("p.md")).phases:
+            for phase in reader.read(source).phases:
                 assert phase.id
                 assert "::" not in phase.id
                 assert "[" not in phase.id
@@ -803,9 +848,10 @@ def test_phase_ids_are_safe_node_ids(number: str, title: str) -> None:
 def test_readers_fail_only_with_plan_errors(lines: list[str]) -> None:
     text = "\n".join(lines)
     for reader in MARKDOWN_READERS:
-        if reader.detect(text, Path("p.md")):
+        source = Source(Path("p.md"), text)
+        if reader.detect(source):
             try:
-                reader.read(text, Path("p.md"))
+                reader.read(source)
             except PlanError as error:
                 assert "\n" not in str(error)
 
@@ -824,7 +870,7 @@ def test_readers_fail_only_with_plan_errors(lines: list[str]) -> None:
 )
 def test_example_plans_load(name: str, format: str, count: int) -> None:
     path = EXAMPLES / name
-    assert detect_format(path.read_text(encoding="utf-8"), path) == format
+    assert detect_format(Source.read(path)) == format
     plan = load_plan(path)
     assert len(plan.phases) == count
     assert plan.warnings == ()
@@ -844,13 +890,12 @@ def test_example_plans_dependencies() -> None:
     assert deps(load_plan(EXAMPLES / "superpowers-plan.md"))["task-4"] == ("task-3",)
 
 
-def test_split_lines_reuses_a_split_only_for_the_same_text_object() -> None:
-    # detect and read share one split of the document they are handed; another text object,
-    # even an equal one, is split anew, so nothing stale can come back.
-    text = "# T\r\n```\n### Task 1: x\n```\nafter\n"
-    first = md.split_lines(text)
-    assert md.split_lines(text) is first
-    assert [(line.text, line.in_fence) for line in first] == [
+def test_a_source_splits_its_lines_once_for_every_reader() -> None:
+    # every reader's detect, then the chosen one's read, gets the same Source and its one split;
+    # another Source, even of an equal text, splits anew, so nothing is shared between files.
+    source = Source(Path("p.md"), "# T\r\n```\n### Task 1: x\n```\nafter\n")
+    assert source.lines is source.lines
+    assert [(line.text, line.in_fence) for line in source.lines] == [
         ("# T", False),
         ("```", True),
         ("### Task 1: x", True),
@@ -858,11 +903,8 @@ def test_split_lines_reuses_a_split_only_for_the_same_text_object() -> None:
         ("after", False),
         ("", False),
     ]
-    equal = "".join(list(text))
-    assert equal == text and equal is not text
-    again = md.split_lines(equal)
-    assert again is not first and again == first
-    assert md.split_lines("other\n")[0].text == "other"
+    other = Source(Path("p.md"), "".join(list(source.text)))
+    assert other.lines == source.lines and other.lines is not source.lines
 
 
 # --- shapes seen in real plans ---------------------------------------------------------------

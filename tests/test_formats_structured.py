@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import textwrap
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pytest_maestro.plan import Assumption, Check, Files, Phase, PlanError, load_plan
-from pytest_maestro.plan.formats import design_v2, maestro_json, native
+from pytest_maestro.plan import (
+    Assumption,
+    Check,
+    Files,
+    Phase,
+    PlanError,
+    detect_format,
+    load_plan,
+)
+from pytest_maestro.plan.formats import BY_NAME, design_v2, maestro_json, native
+from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
+from pytest_maestro.plan.formats._schema_errors import SchemaValidator
+from pytest_maestro.plan.formats._structured import parse_json
 from pytest_maestro.plan.model import Plan
-from pytest_maestro.plan.source import read_text
+from pytest_maestro.plan.source import Source
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "example_plans"
@@ -30,7 +45,7 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 def read(reader: object, path: Path) -> Plan:
-    plan: Plan = reader.read(read_text(path), path)  # type: ignore[attr-defined]
+    plan: Plan = reader.read(Source.read(path))  # type: ignore[attr-defined]
     return plan
 
 
@@ -48,9 +63,9 @@ def error_of(reader: object, path: Path) -> str:
 
 def detected(path: Path) -> str | None:
     """The first of the structured readers, in registry order, that claims the file."""
-    text = read_text(path)
+    source = Source.read(path)
     for reader in (design_v2, maestro_json, native):
-        if reader.detect(text, path):
+        if reader.detect(source):
             return reader.NAME
     return None
 
@@ -385,6 +400,18 @@ def test_other_documents_are_not_plans(tmp_path: Path, name: str, text: str, fou
     assert error_of(native, path) == f"{path}: {expected}"
 
 
+@pytest.mark.parametrize("name", ["plan.yaml", "plan.json", "Planfile"])
+def test_a_document_nested_past_the_stack_is_a_plan_error(tmp_path: Path, name: str) -> None:
+    # libyaml's own composer recurses in C and would overflow the stack here, killing pytest.
+    depth = 100_000
+    path = write(tmp_path, name, "phases: " + "[" * depth + "]" * depth + "\n")
+    if name == "plan.json":
+        path.write_text('{"phases": ' + "[" * depth + "]" * depth + "}")
+    kind = "JSON" if name == "plan.json" else "YAML"
+    assert native.detect(Source.read(path)) is (name != "Planfile")
+    assert error_of(native, path) == f"{path}: {kind} is nested too deeply"
+
+
 def test_empty_yaml_is_an_empty_plan_error(tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text("# only a comment\n")
@@ -396,10 +423,36 @@ def test_native_detection(tmp_path: Path) -> None:
     yaml_no_suffix = write(tmp_path, "plan", "phases:\n  - id: a\n")
     markdown = write(tmp_path, "plan.md", "phases:\n  - id: a\n")
     other = write(tmp_path, "notes", '{"name": "x"}')
-    assert native.detect(read_text(no_suffix), no_suffix)
-    assert native.detect(read_text(yaml_no_suffix), yaml_no_suffix)
-    assert not native.detect(read_text(markdown), markdown)
-    assert not native.detect(read_text(other), other)
+    assert native.detect(Source.read(no_suffix))
+    assert native.detect(Source.read(yaml_no_suffix))
+    assert not native.detect(Source.read(markdown))
+    assert not native.detect(Source.read(other))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("plan.json", '{"schemaVersion": 2, "goal": "g", "tasks": [{"subject": "a"}]}'),
+        ("Planfile", '[{"id": 1, "name": "a", "agent": "x", "parallel": false, "blocked_by": []}]'),
+        ("Planfile", '{"phases": [{"id": "a"}]}'),
+    ],
+)
+def test_detection_and_reading_decode_the_json_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str
+) -> None:
+    """The structured readers' detect, then the chosen one's read, share one decoded JSON."""
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting_loads(text: str, **options: object) -> object:
+        decoded.append(text)
+        return loads(text, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    source = Source.read(write(tmp_path, name, text))
+    plan = BY_NAME[detect_format(source)].read(source)
+    # (native's read also decodes its schema, once per process)
+    assert plan.phases and decoded.count(source.text) == 1
 
 
 def test_schema_is_valid_and_covers_the_documented_fields() -> None:
@@ -629,8 +682,8 @@ def test_design_v2_error_line_is_the_offending_value(tmp_path: Path) -> None:
 def test_design_v2_detection_is_specific(tmp_path: Path) -> None:
     native_json = write(tmp_path, "a.json", '{"phases": [{"id": "a"}]}')
     yaml_design = write(tmp_path, "b.yaml", "schemaVersion: 2\ntasks: []\n")
-    assert not design_v2.detect(read_text(native_json), native_json)
-    assert not design_v2.detect(read_text(yaml_design), yaml_design)
+    assert not design_v2.detect(Source.read(native_json))
+    assert not design_v2.detect(Source.read(yaml_design))
 
 
 # --- maestro-json ----------------------------------------------------------------------------
@@ -789,8 +842,254 @@ def test_readers_raise_only_plan_errors(
     path.write_text(text)
     for reader in (native, design_v2, maestro_json):
         try:
-            plan = reader.read(text, path)
+            plan = reader.read(Source(path, text))
         except PlanError as error:
             assert "\n" not in str(error)
         else:
             assert plan.phases and all(isinstance(p.id, str) for p in plan.phases)
+
+
+# --- schema validation: fastjsonschema's verdict, jsonschema's errors ----------------------------
+# A plan fastjsonschema passes must pass jsonschema: it is never asked to explain it. A plan
+# fastjsonschema refuses must have a jsonschema error to show.
+
+SHIPPED = {
+    "native": native.schema(),
+    "design-v2": design_v2._PLAN,
+    "maestro-json": maestro_json._PHASES,
+}
+
+
+def agrees(schema: Any, instance: Any) -> bool:
+    """Whether fastjsonschema and jsonschema give the same verdict (returned: the verdict)."""
+    expected = Draft202012Validator(schema).is_valid(instance)
+    assert SchemaValidator(schema).is_valid(instance) is expected, (schema, instance)
+    return expected
+
+
+KEYWORD_CASES: list[tuple[dict[str, Any], Any, bool]] = [
+    ({"type": "integer"}, 2.0, True),  # JSON Schema counts 2.0 as an integer
+    ({"type": "integer"}, 2.5, False),
+    ({"type": "integer"}, True, False),  # a boolean is not a number here, unlike in Python
+    ({"type": "number"}, False, False),
+    ({"type": "number"}, 1, True),
+    ({"type": ["string", "null"]}, None, True),
+    ({"type": ["string", "null"]}, 0, False),
+    ({"type": "object"}, [], False),
+    ({"type": "array"}, {}, False),
+    ({"type": "boolean"}, 0, False),
+    ({"enum": [1, "a"]}, True, False),  # true is not 1
+    ({"enum": [True]}, 1, False),
+    ({"enum": [1]}, 1.0, True),
+    ({"enum": ["blocking", None]}, None, True),
+    ({"const": False}, 0, False),
+    ({"const": "x"}, "x", True),
+    ({"minLength": 2}, 5, True),  # string keywords ignore other types
+    ({"minLength": 2}, "é", False),  # code points, not bytes
+    ({"maxLength": 1}, "ab", False),
+    ({"minimum": 0}, -1, False),
+    ({"minimum": 0}, math.nan, True),  # NaN fails every comparison, so it breaks no bound
+    ({"exclusiveMinimum": 0}, 0, False),
+    ({"exclusiveMinimum": 0}, math.nan, True),
+    ({"maximum": 3}, 3, True),
+    ({"exclusiveMaximum": 3}, 3, False),
+    ({"minimum": 0}, "-1", True),
+    ({"required": ["id"]}, {"name": 1}, False),
+    ({"required": ["id"]}, ["id"], True),  # object keywords ignore other types
+    ({"minProperties": 1}, {}, False),
+    ({"maxProperties": 1}, {"a": 1, "b": 2}, False),
+    ({"properties": {"a": {"type": "string"}}}, {"a": 1}, False),
+    ({"properties": {"a": {"type": "string"}}}, {"b": 1}, True),
+    ({"properties": {"a": True}, "additionalProperties": False}, {"a": 1, "b": 2}, False),
+    ({"additionalProperties": {"type": "integer"}}, {"a": 1, "b": "x"}, False),
+    ({"additionalProperties": {"type": "integer"}}, {1: 2}, True),  # a YAML int key
+    ({"items": {"type": "string"}}, ["a", 1], False),
+    ({"items": False}, [], True),
+    ({"items": False}, [1], False),
+    ({"minItems": 1}, [], False),
+    ({"maxItems": 1}, [1, 2], False),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, 1, True),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, 1.5, False),
+    ({"anyOf": []}, 1, False),
+    ({"oneOf": [{"type": "number"}, {"type": "integer"}]}, 1, False),  # both match
+    ({"oneOf": [{"type": "number"}, {"type": "integer"}]}, 1.5, True),
+    ({"allOf": [{"type": "string"}, {"minLength": 2}]}, "a", False),
+    ({"not": {"type": "string"}}, "a", False),
+    ({"$defs": {"n": {"type": "integer"}}, "items": {"$ref": "#/$defs/n"}}, [1, "x"], False),
+    ({"$defs": {"a/b": {"type": "integer"}}, "$ref": "#/$defs/a~1b"}, 1, True),
+    ({"title": "t", "description": "d", "x-expected": "anything"}, object(), True),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "valid"), KEYWORD_CASES)
+def test_fast_check_agrees_with_jsonschema(schema: Any, instance: Any, valid: bool) -> None:
+    assert agrees(schema, instance) is valid
+
+
+def test_a_valid_plan_never_reaches_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("jsonschema was consulted for a valid plan")
+
+    validator = SchemaValidator(native.schema())  # a new one: nothing cached
+    monkeypatch.setattr(jsonschema, "Draft202012Validator", refuse)
+    assert list(validator.iter_errors({"phases": [{"id": "a", "run": "make"}]})) == []
+    with pytest.raises(AssertionError, match="consulted"):
+        list(validator.iter_errors({"phases": [{"id": "a", "run": 3}]}))
+
+
+def test_a_schema_s_defaults_are_not_written_into_the_plan() -> None:
+    validator = SchemaValidator({"properties": {"a": {"default": 1}}})
+    data: dict[str, Any] = {}
+    assert list(validator.iter_errors(data)) == [] and data == {}
+
+
+# documents one mutation away from valid, for the readers' schemas
+
+FULL_PHASE = {
+    "id": "build",
+    "name": "Build",
+    "agent": "coder",
+    "model": "fast",
+    "blocked_by": ["setup", 2],
+    "files": {"create": ["src/a.py"], "modify": ["src/b.py"], "delete": []},
+    "reads": ["README.md"],
+    "run": ["make"],
+    "acceptance": ["it builds", {"criterion": "tests pass", "check": "make test"}, {"check": None}],
+    "description": "Build it.",
+    "prompt": "Carefully.",
+    "parallel": False,
+    "timeout": 1.5,
+    "max_retries": 0,
+    "estimate": 0,
+    "tags": ["core"],
+    "assumptions": [{"claim": "make exists", "verify": None, "severity": "warning"}],
+    "fallback": "Ask.",
+    "rollback_triggers": ["tests fail"],
+    "constraints": ["no new dependencies"],
+}
+BASES = {
+    "native": {"title": "t", "root": ".", "context": "c", "tags": [], "phases": [FULL_PHASE]},
+    "design-v2": json.loads((EXAMPLES / "design-plan.json").read_text()),
+    "maestro-json": json.loads((EXAMPLES / "maestro-phases.json").read_text())["phases"],
+}
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 3)
+    | st.floats(allow_infinity=False)
+    | st.sampled_from(["", "x", "blocking", "warning", "src/a.py", "2"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(["create", "check", "claim", "id", "zz"]), children)
+    ),
+    max_leaves=6,
+)
+
+
+def _mutate(data: st.DataObject, document: Any) -> Any:
+    """Replace, delete or add one value somewhere in ``document`` (a copy)."""
+    document = copy.deepcopy(document)
+    parent: Any = None
+    key: Any = None
+    node = document
+    while isinstance(node, (dict, list)) and node and data.draw(st.booleans()):
+        parent = node
+        key = data.draw(
+            st.sampled_from(sorted(node) if isinstance(node, dict) else range(len(node)))
+        )
+        node = node[key]
+    action = data.draw(st.sampled_from(["replace", "delete", "add"]))
+    if parent is None:
+        return data.draw(_VALUES) if action == "replace" else document
+    if action == "replace":
+        parent[key] = data.draw(_VALUES)
+    elif action == "delete":
+        del parent[key]
+    elif isinstance(parent, dict):
+        parent[data.draw(st.sampled_from(["idd", "zz", "name", "files"]))] = data.draw(_VALUES)
+    else:
+        parent.append(data.draw(_VALUES))
+    return document
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_unmutated_bases_are_valid(name: str) -> None:
+    assert agrees(SHIPPED[name], BASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_fast_check_agrees_on_mutated_plans(name: str, data: st.DataObject) -> None:
+    agrees(SHIPPED[name], _mutate(data, BASES[name]))
+
+
+# --- JSON lines: the shallow index, the lazy full scan, duplicate keys -------------------------
+# The shallow index and the lazy scan must give exactly the lines of the token-by-token scan.
+
+_JSON_KEYS = st.text(alphabet='ab"\\\n é', max_size=3)
+_JSON_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_JSON_KEYS, children, max_size=3)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    document=_JSON_DOCUMENTS,
+    indent=st.sampled_from([None, 0, 1, 2, "\t"]),
+    separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\n ")]),
+)
+def test_shallow_lines_are_the_full_scan_for_the_top_two_levels(
+    document: object, indent: int | str | None, separators: tuple[str, str]
+) -> None:
+    text = "\n " + json.dumps(document, indent=indent, separators=separators) + "\n"
+    every, duplicate = scan_lines(text)
+    assert duplicate is None
+    assert shallow_lines(text, levels=2) == {at: n for at, n in every.items() if len(at) <= 2}
+
+
+def test_document_lines_reach_deep_paths_on_demand(tmp_path: Path) -> None:
+    text = json.dumps({"phases": [{"id": "a"}, {"id": "b", "files": {"create": ["x"]}}]}, indent=1)
+    document = parse_json(Source(tmp_path / "plan.json", text))
+    lines = text.split("\n")
+    assert lines[document.lines[("phases", 1)] - 1].strip() == "{"
+    assert '"create"' in lines[document.lines[("phases", 1, "files", "create")] - 1]
+    assert (
+        document.line_of(("phases", 1, "files", "create", 0, "nowhere"))
+        == (document.lines[("phases", 1, "files", "create", 0)])
+    )
+    assert dict(document.lines) == scan_lines(text)[0]
+    under = lines_under(document.lines, ("phases", 1))
+    assert under[("files",)] == document.lines[("phases", 1, "files")]
+    assert ("files", "create", 0) in set(under)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"phases": [{"id": "a"}],\n "phases": []}', ":2: duplicate key 'phases'"),
+        (
+            '{"phases": [{"id": "a", "files": {"create": [],\n"create": []}}]}',
+            ":2: duplicate key 'phases[0].files.create'",
+        ),
+        ('[{"a": {"b": 1}}, {"a": {"b": 1,\n\n "b": 2}}]', ":3: duplicate key '[1].a.b'"),
+    ],
+)
+def test_duplicate_keys_at_any_depth_are_errors(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "plan.json"
+    with pytest.raises(PlanError) as info:
+        parse_json(Source(path, text))
+    assert str(info.value) == f"{path}{expected}"
+
+
+def test_equal_keys_in_different_objects_are_not_duplicates(tmp_path: Path) -> None:
+    text = '{"phases": [{"id": "a", "run": "x"}, {"id": "b", "run": "y"}]}'
+    assert parse_json(Source(tmp_path / "plan.json", text)).data["phases"][1]["id"] == "b"

@@ -120,6 +120,56 @@ def test_unknown_dependency_and_cycle_are_refused() -> None:
         cyclic.topological_order()
 
 
+def test_dependency_cycle_names_the_whole_cycle_dependencies_first() -> None:
+    assert diamond().dependency_cycle() is None
+    graph = PlanGraph(
+        make_plan(
+            make_phase("free"),
+            make_phase("a", ["c"]),
+            make_phase("b", ["a", "free"]),
+            make_phase("c", ["b"]),
+        )
+    )
+    assert graph.dependency_cycle() == ["a", "b", "c", "a"]
+    reordered = PlanGraph(make_plan(*(graph.plan.phase(pid) for pid in ("c", "free", "b", "a"))))
+    assert reordered.dependency_cycle() == ["c", "a", "b", "c"]
+
+
+def test_dependency_cycle_of_a_long_chain_does_not_recurse() -> None:
+    size = 20_000  # deeper than any recursion limit
+    chain = [make_phase(str(i), [str(i + 1)]) for i in range(size - 1)]
+    graph = PlanGraph(make_plan(*chain, make_phase(str(size - 1), ["0"])))
+    cycle = graph.dependency_cycle()
+    assert cycle is not None and len(cycle) == size + 1 and cycle[0] == cycle[-1]
+
+
+def test_stable_order_keeps_the_given_order_where_dependencies_allow() -> None:
+    graph = diamond()
+    assert graph.stable_order(["c", "b"]) == ["c", "b"]  # independent: as given
+    assert graph.stable_order(["d", "c", "a", "b"]) == ["a", "c", "b", "d"]
+    # only dependencies among the given phases order them: d reaches a through b and c
+    assert graph.stable_order(["d", "a"]) == ["d", "a"]
+    assert graph.stable_order(["b", "d"]) == ["b", "d"]
+    assert graph.stable_order(["d", "b"]) == ["b", "d"]
+    assert graph.stable_order([]) == []
+
+
+def test_descendants_follow_dependents_transitively() -> None:
+    graph = PlanGraph(
+        make_plan(
+            make_phase("a"),
+            make_phase("b", ["a"]),
+            make_phase("c", ["b"]),
+            make_phase("x"),
+            make_phase("y", ["x", "c"]),
+        )
+    )
+    assert graph.descendants(["a"]) == {"b", "c", "y"}
+    assert graph.descendants(["b", "c"]) == {"c", "y"}
+    assert graph.descendants(["y"]) == set()
+    assert graph.descendants(["x"]) == {"y"}
+
+
 # -- files: conflicts and chunks -----------------------------------------------------------------
 
 
@@ -418,6 +468,28 @@ def test_waves_and_order_respect_dependencies(plan: Plan) -> None:
         # the wave is the earliest possible: one more than the latest dependency
         expected = max((wave_of[d] for d in phase.blocked_by), default=0) + 1
         assert wave_of[phase.id] == expected == graph.wave(phase.id)
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_plans(), st.data())
+def test_stable_order_and_descendants_match_brute_force(plan: Plan, data: st.DataObject) -> None:
+    graph = PlanGraph(plan)
+    reach = brute_reach(plan)
+    chosen = data.draw(st.lists(st.sampled_from(plan.ids), unique=True))
+    order = graph.stable_order(chosen)
+    # brute force: again and again, the first phase as given whose chosen dependencies are placed
+    expected: list[str] = []
+    waiting = list(chosen)
+    while waiting:
+        ready = next(
+            pid
+            for pid in waiting
+            if all(d in expected or d not in chosen for d in plan.phase(pid).blocked_by)
+        )
+        expected.append(ready)
+        waiting.remove(ready)
+    assert order == expected
+    assert graph.descendants(chosen) == {pid for pid in plan.ids if reach[pid] & set(chosen)}
 
 
 @settings(max_examples=100, deadline=None)

@@ -295,6 +295,25 @@ def test_paused_gc_keeps_a_caller_s_choice() -> None:
     assert gc.isenabled()
 
 
+@pytest.mark.parametrize("closed", [False, True], ids=["chain", "cycle"])
+def test_a_long_chain_written_backwards_is_validated_without_recursion(
+    tmp_path: Path, closed: bool
+) -> None:
+    # Each phase depends on the one written after it, so validation must look for a cycle.
+    size = 10_000
+    phases = [{"id": f"p{i}", "blocked_by": [f"p{i + 1}"]} for i in range(size - 1)]
+    phases.append({"id": f"p{size - 1}", "blocked_by": ["p0"] if closed else []})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"phases": phases}, indent=0))
+    if not closed:
+        assert load_plan(path).phases[0].blocked_by == ("p1",)
+        return
+    with pytest.raises(PlanError) as error:
+        load_plan(path)
+    cycle = " -> ".join(f"p{i}" for i in range(size - 1, -1, -1))
+    assert str(error.value) == f"{path}:3: phase 'p0' dependency cycle: p0 -> {cycle}"
+
+
 _PATH_TEXT = st.text(alphabet="/\\:.aC ?", max_size=8)
 
 

@@ -195,20 +195,6 @@ def test_a_failure_dooms_its_dependents_transitively_naming_the_failed_job(
 
 
 @pytest.mark.parametrize("policy_class", [DagPolicy, WavePolicy])
-def test_skip_drops_a_pending_job_and_dooms_its_dependents_with_the_reason(
-    policy_class: PolicyClass,
-) -> None:
-    jobs = [job("a"), job("b", ["a"]), job("c", ["b"]), job("x")]
-    policy = policy_class(jobs, 2)
-    assert policy.skip("a", "gone") == [("b", "gone"), ("c", "gone")]
-    assert policy.doomed == {"a": "gone", "b": "gone", "c": "gone"}
-    assert policy.pending == {"x"}
-    assert start_all(policy) == ["x"]
-    with pytest.raises(ValueError, match="not pending"):
-        policy.skip("x", "gone")
-
-
-@pytest.mark.parametrize("policy_class", [DagPolicy, WavePolicy])
 def test_dependencies_outside_the_job_set_count_as_satisfied(policy_class: PolicyClass) -> None:
     policy = policy_class([job("a", ["done-last-run"]), job("b", ["a", "deselected"])], 2)
     assert start_all(policy) == ["a"]

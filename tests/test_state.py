@@ -117,10 +117,10 @@ def run_child(root: Path, code: str) -> subprocess.CompletedProcess[str]:
 def test_round_trip_keeps_every_fact(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         store.record("a", "in_progress", attempts=1, worker="gw1")
-        store.note("a", tokens={"input": 100, "output": 20, "cached": 5, "cost": 0.25})
         store.record(
             "a",
             "completed",
+            tokens={"input": 100, "output": 20, "cached": 5, "cost": 0.25},
             attempts=2,
             files_created=["src/a.py"],
             files_modified=["README.md"],
@@ -345,11 +345,9 @@ def test_a_rerun_clears_what_the_last_run_produced(tmp_path: Path) -> None:
 
 def test_tokens_add_up_by_phase_and_agent(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        store.record("a", "in_progress")
-        store.note("a", tokens={"input": 10, "output": 1})
-        store.note("a", tokens=Tokens(input=5, cached=2))
-        store.record("d", "in_progress")
-        store.note("d", tokens={"input": 7, "output": 3}, agent="reviewer")
+        store.record("a", "in_progress", tokens={"input": 10, "output": 1})
+        store.record("a", "completed", tokens=Tokens(input=5, cached=2))
+        store.record("d", "in_progress", tokens={"input": 7, "output": 3}, agent="reviewer")
     data = frontmatter(store.path)
     assert data["token_usage"] == {
         "total_input": 22,
@@ -390,7 +388,7 @@ def test_session_fields_and_final_status(tmp_path: Path) -> None:
     )
     assert data["status"] == "completed"
     with pytest.raises(RuntimeError, match="is closed"):
-        store.note("a", result="too late")
+        store.reset("a")
 
 
 # -- journal and crash safety ------------------------------------------------------------------
@@ -415,8 +413,9 @@ def test_journal_is_replayed_after_the_process_dies(tmp_path: Path) -> None:
         tmp_path,
         """
         store = open_store(root)
-        complete(store, "a", "d")
-        store.note("d", tokens={"input": 3})
+        complete(store, "a")
+        store.record("d", "in_progress")
+        store.record("d", "completed", tokens={"input": 3})
         os._exit(0)  # no close(): the snapshot never saw these
         """,
     )
@@ -461,7 +460,9 @@ def test_entries_already_in_the_snapshot_are_not_applied_twice(tmp_path: Path) -
     """A crash after the snapshot was written but before the journal was emptied."""
     with open_store(tmp_path) as store:
         store.record("a", "in_progress")
-        store.note("a", tokens={"input": 5}, errors=[{"message": "once"}], files_created=["x"])
+        store.record(
+            "a", "failed", tokens={"input": 5}, errors=[{"message": "once"}], files_created=["x"]
+        )
         journal = store.paths.journal.read_bytes()
     store.paths.journal.write_bytes(journal)
     doc = read_session(store.path)
@@ -474,9 +475,8 @@ def test_compaction_keeps_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(store_module, "_JOURNAL_PER_PHASE", 1)  # bound: 4 entries for 4 phases
     with open_store(tmp_path) as store:
         for attempt in range(1, 4):
-            store.record("a", "in_progress", attempts=attempt)
-            store.note("a", tokens={"input": 1}, errors=[{"message": f"attempt {attempt}"}])
-            store.record("a", "failed")
+            store.record("a", "in_progress", attempts=attempt, tokens={"input": 1})
+            store.record("a", "failed", errors=[{"message": f"attempt {attempt}"}])
         complete(store, "d")
         assert len(store.paths.journal.read_bytes().splitlines()) <= 5
         assert frontmatter(store.path)["journal_seq"] >= 5

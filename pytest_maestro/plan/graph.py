@@ -4,6 +4,8 @@ Phases are numbered 0..n-1 in written order; every answer is computed once and c
 V phases, E dependency edges, F file references and w = 30 (bits per CPython int digit):
 
 * topological orders, waves, critical path, remaining paths: O(V log V + E);
+* the order of a subset of k phases (``stable_order``): O(V + k log k) plus their edges;
+* descendants, and the dependency cycle of a plan that has one: O(V + E), without recursion;
 * chunks and the execution profile: O(V + E + F) (union-find with path halving);
 * reachability (``may_run_concurrently``, conflicts, redundant dependencies): ancestor bitsets as
   Python ints indexed by topological position, built in O(E · V / w) time and O(V² / 8) bytes
@@ -14,13 +16,16 @@ V phases, E dependency edges, F file references and w = 30 (bits per CPython int
 
 from __future__ import annotations
 
+import graphlib
 import heapq
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from .errors import location
+from .gc_pause import paused_gc
 from .model import Plan
 from .ownership import (
     Chunk,
@@ -64,10 +69,6 @@ class PlanGraph:
     """Answers about the dependency structure of a plan that has passed validation."""
 
     def __init__(self, plan: Plan, durations: Mapping[str, float] | None = None) -> None:
-        # Imported when called: the package's __init__ may import this module before it has
-        # defined paused_gc.
-        from . import paused_gc
-
         self.plan = plan
         with paused_gc():  # a few lists and tuples per phase: see paused_gc
             self.ids: tuple[str, ...] = plan.ids
@@ -78,7 +79,7 @@ class PlanGraph:
                 for dep in deps:
                     succs[dep].append(node)
             self.succs: list[tuple[int, ...]] = [tuple(s) for s in succs]
-            self._durations = self._duration_list(durations)
+        self._given_durations = durations
 
     def _dep_indices(self) -> list[tuple[int, ...]]:
         index, result = self.index, []
@@ -94,6 +95,10 @@ class PlanGraph:
                 ) from None
         return result
 
+    @cached_property
+    def _durations(self) -> list[float]:
+        return self._duration_list(self._given_durations)
+
     def _duration_list(self, durations: Mapping[str, float] | None) -> list[float]:
         given = durations or {}
         result = []
@@ -106,20 +111,30 @@ class PlanGraph:
 
     # -- order ---------------------------------------------------------------------------------
 
-    def _kahn(self, key: list[tuple[float, int]]) -> list[int]:
-        """Kahn's algorithm; among ready phases the smallest ``key`` goes first."""
-        missing = [len(d) for d in self.deps]
-        ready = [key[i] for i, count in enumerate(missing) if count == 0]
+    def _kahn(self, key: Sequence[Any] | Mapping[int, Any]) -> list[int]:
+        """Kahn's algorithm over the phases ``key`` ranks (a sequence ranks every phase, a mapping
+        the phases it holds) and the dependencies among them: among ready phases, the smallest
+        key goes first, then the one written first. O(V + k log k + E_k) for k phases and the
+        E_k dependencies from them."""
+        subset = key if isinstance(key, Mapping) else None
+        members = range(len(self.ids)) if subset is None else subset.keys()
+        missing = [0] * len(self.ids)
+        for node in members:
+            deps = self.deps[node]
+            missing[node] = len(deps) if subset is None else sum(1 for d in deps if d in subset)
+        ready = [(key[node], node) for node in members if missing[node] == 0]
         heapq.heapify(ready)
         order: list[int] = []
         while ready:
             node = heapq.heappop(ready)[1]
             order.append(node)
             for succ in self.succs[node]:
+                if subset is not None and succ not in subset:
+                    continue
                 missing[succ] -= 1
                 if missing[succ] == 0:
-                    heapq.heappush(ready, key[succ])
-        if len(order) != len(self.ids):
+                    heapq.heappush(ready, (key[succ], succ))
+        if len(order) != len(members):
             raise ValueError("the plan has a dependency cycle; validate it first")
         return order
 
@@ -129,7 +144,22 @@ class PlanGraph:
             # every dependency written before its phase (the usual plan): the written order is
             # already the answer, in O(V + E) instead of O(V log V)
             return list(range(len(self.ids)))
-        return self._kahn([(0.0, i) for i in range(len(self.ids))])
+        return self._kahn([0] * len(self.ids))
+
+    def dependency_cycle(self) -> list[str] | None:
+        """A dependency cycle, or None. O(V + E), without recursion.
+
+        The cycle starts at its phase written first and ends with it again; each phase is
+        followed by one that depends on it (``[a, b, a]``: b depends on a, and a on b).
+        """
+        sorter = graphlib.TopologicalSorter(dict(enumerate(self.deps)))
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as error:
+            cycle: list[int] = error.args[1][:-1]  # graphlib repeats the first node at the end
+            first = cycle.index(min(cycle))
+            return [self.ids[node] for node in (*cycle[first:], *cycle[: first + 1])]
+        return None
 
     def topological_order(self) -> list[str]:
         """Dependencies first; among ready phases, the one written first."""
@@ -142,7 +172,25 @@ class PlanGraph:
             if durations
             else self._remaining_default
         )
-        return [self.ids[i] for i in self._kahn([(-remaining[i], i) for i in range(len(self.ids))])]
+        return [self.ids[i] for i in self._kahn([-value for value in remaining])]
+
+    def stable_order(self, ids: Iterable[str]) -> list[str]:
+        """``ids`` reordered only where a phase would otherwise come before one of its
+        dependencies among them: a topological order of the subset that keeps the given order
+        wherever the dependencies allow it. Dependencies on phases outside ``ids`` are ignored."""
+        position = {self.index[pid]: n for n, pid in enumerate(ids)}
+        return [self.ids[i] for i in self._kahn(position)]
+
+    def descendants(self, ids: Iterable[str]) -> set[str]:
+        """Every phase that depends on one of ``ids``, directly or through others. O(V + E)."""
+        seen: set[int] = set()
+        stack = [self.index[pid] for pid in ids if pid in self.index]
+        while stack:
+            for succ in self.succs[stack.pop()]:
+                if succ not in seen:
+                    seen.add(succ)
+                    stack.append(succ)
+        return {self.ids[node] for node in seen}
 
     # -- waves ---------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Phases of one wave merged because their files conflict (seed parallel-handoff).
+    """Phases of one wave merged because their files conflict: one agent works through them.
 
     ``files`` are written by the chunk's phases, ``reads`` only read. Chunks of one wave are
     disjoint: no file one chunk writes is written or read by another, so chunks may run in parallel

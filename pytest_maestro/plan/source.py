@@ -1,13 +1,23 @@
-"""Reading plan text: BOM, CRLF and code fences handled once for every reader."""
+"""A plan file's text, and the forms the readers parse it into, each computed once.
+
+BOM, CRLF and code fences are handled here for every reader.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from .errors import PlanError
+from .front_matter import FrontMatter, split_front_matter
+from .yaml_loader import FastSafeLoader
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
@@ -51,3 +61,91 @@ def markdown_lines(text: str) -> Iterator[Line]:
         if closes and not text_line.strip().strip(fence[0]):
             fence = None
         yield Line(number, text_line, True)
+
+
+@dataclass(frozen=True)
+class DecodedJson:
+    """The text as JSON: the data, or the error that says why it is not JSON."""
+
+    data: Any = None
+    duplicate_keys: bool = False  # some object repeats a key (json.loads keeps the last)
+    error: json.JSONDecodeError | None = None
+    too_deep: bool = False  # nested deeper than the decoder's recursion allows
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.too_deep
+
+
+@dataclass(frozen=True)
+class Source:
+    """One plan file, handed to every reader's ``detect`` and then to the chosen one's ``read``.
+
+    Each parsed form (Markdown lines, JSON, YAML) is computed on first use and kept, so a file is
+    parsed once however many readers look at it. Readers must not mutate what they are given.
+    """
+
+    path: Path
+    text: str
+
+    @classmethod
+    def read(cls, path: Path) -> Source:
+        return cls(path, read_text(path))
+
+    @cached_property
+    def normal_text(self) -> str:
+        """The text without a BOM and with ``\\n`` line ends: what ``read_text`` gives already,
+        for a Source built from other text."""
+        return self.text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+    @cached_property
+    def lines(self) -> tuple[Line, ...]:
+        """The Markdown lines, fences marked."""
+        return tuple(markdown_lines(self.normal_text))
+
+    @cached_property
+    def front_matter(self) -> FrontMatter | None:
+        """The ``---`` block that opens a Markdown document, if it has one."""
+        return split_front_matter(self.normal_text)
+
+    @cached_property
+    def looks_like_json(self) -> bool:
+        return self.text.lstrip().startswith(("{", "["))
+
+    @cached_property
+    def json(self) -> DecodedJson:
+        """The text decoded as JSON (whatever it looks like: a ``.json`` file is JSON)."""
+        return decode_json(self.text)
+
+    @property
+    def json_data(self) -> Any:
+        """The JSON data when the text looks like JSON and is, else None: for ``detect``."""
+        return self.json.data if self.looks_like_json and self.json.ok else None
+
+    @cached_property
+    def yaml_data(self) -> Any:
+        """The YAML data, or None when the text is not YAML: for ``detect``."""
+        try:
+            return yaml.load(self.text, FastSafeLoader)
+        except (yaml.YAMLError, RecursionError):
+            return None
+
+
+def decode_json(text: str) -> DecodedJson:
+    duplicates = False
+
+    def mapping(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json.loads keeps the last of duplicate keys silently; counting them here is cheap, and
+        # only a document that has one pays for the scan that says where.
+        nonlocal duplicates
+        result = dict(members)
+        duplicates = duplicates or len(result) != len(members)
+        return result
+
+    try:
+        data = json.loads(text, object_pairs_hook=mapping)
+    except json.JSONDecodeError as exc:
+        return DecodedJson(error=exc)
+    except RecursionError:
+        return DecodedJson(too_deep=True)
+    return DecodedJson(data, duplicates)

@@ -7,6 +7,7 @@ import re
 from pathlib import PurePosixPath, PureWindowsPath
 
 from .errors import PlanError
+from .graph import PlanGraph
 from .model import Phase, Plan
 
 _BAD_ID = re.compile(r"::|\[|\]|^\s|\s$")
@@ -36,12 +37,10 @@ def validate(plan: Plan) -> Plan:
                 raise PlanError("depends on itself", plan.path, phase.line, phase.id)
             backwards = backwards and dep in written
         written.add(phase.id)
+    graph = PlanGraph(plan)
     if not backwards:  # dependencies that all point backwards cannot form a cycle
-        _check_cycles(plan)
-
-    from .graph import PlanGraph
-
-    warnings = (*plan.warnings, *PlanGraph(plan).warnings())
+        _check_cycles(plan, graph)
+    warnings = (*plan.warnings, *graph.warnings())
     return dataclasses.replace(plan, warnings=warnings)
 
 
@@ -78,35 +77,8 @@ def _may_be_absolute(path: str) -> bool:
     return path[:1] in ("/", "\\") or path[1:2] == ":"
 
 
-def _check_cycles(plan: Plan) -> None:
-    """Iterative three-colour DFS; a back edge yields the whole cycle for the message."""
-    deps = {p.id: p.blocked_by for p in plan.phases}
-    colour: dict[str, int] = {}  # 1 = on the stack, 2 = done
-    for start in deps:
-        if start in colour:
-            continue
-        stack: list[tuple[str, int]] = [(start, 0)]
-        path: list[str] = [start]
-        colour[start] = 1
-        while stack:
-            node, index = stack[-1]
-            if index < len(deps[node]):
-                stack[-1] = (node, index + 1)
-                nxt = deps[node][index]
-                if colour.get(nxt) == 1:
-                    cycle = [*path[path.index(nxt) :], nxt]
-                    phase = plan.phase(nxt)
-                    raise PlanError(
-                        "dependency cycle: " + " -> ".join(reversed(cycle)),
-                        plan.path,
-                        phase.line,
-                        nxt,
-                    )
-                if nxt not in colour:
-                    colour[nxt] = 1
-                    stack.append((nxt, 0))
-                    path.append(nxt)
-            else:
-                colour[node] = 2
-                stack.pop()
-                path.pop()
+def _check_cycles(plan: Plan, graph: PlanGraph) -> None:
+    cycle = graph.dependency_cycle()
+    if cycle is not None:
+        phase = plan.phase(cycle[0])
+        raise PlanError("dependency cycle: " + " -> ".join(cycle), plan.path, phase.line, phase.id)

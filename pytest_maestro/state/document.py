@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from pytest_maestro.plan.front_matter import split_front_matter
+from pytest_maestro.plan.yaml_loader import FastSafeLoader
 from pytest_maestro.state.model import (
     SESSION_FIELDS,
     PhaseState,
@@ -24,9 +26,9 @@ from pytest_maestro.state.model import (
     as_time,
 )
 
-# Reading uses libyaml when present. Writing uses the small emitter below: a snapshot of 10,000
-# phases is written in a tenth of libyaml's time, which keeps the pause of a fold short.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Reading uses libyaml when present (see FastSafeLoader). Writing uses the small emitter below: a
+# snapshot of 10,000 phases is written in a tenth of libyaml's time, which keeps the pause of a
+# fold short.
 # Plain (unquoted) strings: words, paths and names that YAML 1.1 cannot read as anything else.
 _PLAIN = re.compile(r"[A-Za-z_][\w./()+-]*(?: [\w./()+-]+)*")
 _RESERVED = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
@@ -113,7 +115,6 @@ def dump_yaml(data: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _OWN_KEYS = frozenset(
     {"session_id", "task", "plan", "created", "updated", "status", "stop_reason", "current_phase"}
     | SESSION_FIELDS
@@ -188,13 +189,16 @@ def _one_line(error: Exception) -> str:
 
 
 def parse_session(text: str, source: str) -> SessionDoc:
-    match = _FRONTMATTER.match(text)
-    if match is None:
+    front = split_front_matter(text.removeprefix("\ufeff"))
+    if front is None:
         raise SessionCorrupt(f"{source}: no frontmatter between '---' lines")
-    block = match.group(1)
+    block = front.text
     try:
-        data = json.loads(block) if block.lstrip().startswith("{") else yaml.load(block, _Loader)
-    except (ValueError, yaml.YAMLError) as error:
+        if block.lstrip().startswith("{"):
+            data = json.loads(block)
+        else:
+            data = yaml.load(block, FastSafeLoader)
+    except (ValueError, yaml.YAMLError, RecursionError) as error:
         raise SessionCorrupt(
             f"{source}: frontmatter is not YAML or JSON: {_one_line(error)}"
         ) from None

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Files, Phase, Plan
 from pytest_maestro.state.journal import read_session, replay, reset_phase
 from pytest_maestro.state.lock import SessionPaths
@@ -41,27 +42,17 @@ def _own_fingerprint(phase: Phase) -> str:
 
 
 def fingerprints(plan: Plan) -> dict[str, str]:
-    """Each phase's definition hash, combined with its dependencies' fingerprints (transitively)."""
-    by_id = {p.id: p for p in plan.phases}
-    done: dict[str, str] = {}
-    for start in by_id:
-        stack, on_path = [(start, False)], set()
-        while stack:  # iterative post-order: a 10,000-phase chain is deeper than Python's stack
-            pid, deps_done = stack.pop()
-            if pid in done:
-                continue
-            if deps_done:
-                on_path.discard(pid)
-                deps = ",".join(f"{d}={done.get(d, '?')}" for d in sorted(by_id[pid].blocked_by))
-                own = _own_fingerprint(by_id[pid])
-                done[pid] = hashlib.sha256(f"{own}|{deps}".encode()).hexdigest()[:16]
-                continue
-            if pid in on_path:
-                raise ValueError(f"dependency cycle through phase {pid!r}")
-            on_path.add(pid)
-            stack.append((pid, True))
-            stack += [(d, False) for d in by_id[pid].blocked_by if d in by_id and d not in done]
-    return done
+    """Each phase's definition hash, combined with its dependencies' fingerprints (transitively).
+
+    Raises ValueError for a plan with a dependency cycle or an unknown dependency.
+    """
+    prints: dict[str, str] = {}
+    for pid in PlanGraph(plan).topological_order():  # dependencies first
+        phase = plan.phase(pid)
+        deps = ",".join(f"{d}={prints[d]}" for d in sorted(phase.blocked_by))
+        own = _own_fingerprint(phase)
+        prints[pid] = hashlib.sha256(f"{own}|{deps}".encode()).hexdigest()[:16]
+    return {pid: prints[pid] for pid in plan.ids}
 
 
 def load(paths: SessionPaths, plan: Plan, rel: str) -> SessionDoc:

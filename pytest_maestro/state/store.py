@@ -247,14 +247,6 @@ class SessionStore:
         self._write({"op": "record", "phase": phase_id, "status": new.value, "facts": clean}, at)
         return self._doc.phases[phase_id]
 
-    def note(self, phase_id: str, **facts: Any) -> PhaseState:
-        """Record facts (tokens of an attempt, an error) without moving the phase."""
-        old, at = self.phase(phase_id), now()
-        clean = _clean_facts(facts, at, old)
-        change = {"op": "record", "phase": phase_id, "status": old.status.value, "facts": clean}
-        self._write(change, at)
-        return self._doc.phases[phase_id]
-
     def reset(self, phase_id: str, reason: str = CHANGED) -> PhaseState:
         """Back to pending from any state: the definition changed, or a killed run left it."""
         self.phase(phase_id)

@@ -1,38 +1,41 @@
 """Plan readers, one module per format. Each exposes ``NAME``, ``detect`` and ``read``.
 
-``detect(text, path)`` says whether the document looks like this format; ``read(text, path)``
-returns a :class:`~pytest_maestro.plan.model.Plan` (not yet validated) or raises ``PlanError``.
-Readers are tried in the order of ``READERS``: structured formats first, then the Markdown ones
-from the most to the least specific.
+``detect(source)`` says whether the document looks like this format; ``read(source)`` returns a
+:class:`~pytest_maestro.plan.model.Plan` (not yet validated) or raises ``PlanError``. Both take
+the same :class:`~pytest_maestro.plan.source.Source`, which parses the text once for all of them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
 from ..model import Plan
+from ..source import Source
+from . import design_v2, maestro_json, maestro_md, native, steps, superpowers, tasklist
 
 
 class Reader(Protocol):
-    NAME: str
+    @property
+    def NAME(self) -> str: ...
 
-    def detect(self, text: str, path: Path) -> bool: ...
+    def detect(self, source: Source) -> bool: ...
 
-    def read(self, text: str, path: Path) -> Plan: ...
+    def read(self, source: Source) -> Plan: ...
 
 
-def readers() -> dict[str, Reader]:
-    from . import design_v2, maestro_json, maestro_md, native, steps, superpowers, tasklist
-
-    modules: list[ModuleType] = [
-        design_v2,
-        maestro_json,
-        native,
-        maestro_md,
-        tasklist,
-        steps,
-        superpowers,
-    ]
-    return {module.NAME: module for module in modules}
+# The one list of plan formats: every reader, in the order detection tries them. Structured
+# formats come first (native last of them, as it claims any JSON or YAML file), then the Markdown
+# ones from the most to the least specific.
+READERS: tuple[Reader, ...] = (
+    design_v2,
+    maestro_json,
+    native,
+    maestro_md,
+    tasklist,
+    steps,
+    superpowers,
+)
+BY_NAME: dict[str, Reader] = {reader.NAME: reader for reader in READERS}
+# The names as users see them listed (--maestro-format's choices, errors): this project's own
+# format first, then the others in detection order.
+FORMAT_NAMES: tuple[str, ...] = (native.NAME, *(name for name in BY_NAME if name != native.NAME))

@@ -1,13 +1,13 @@
 """Parsing JSON and YAML plans with the line of every value, for one-line errors that point home.
 
-``parse_json`` and ``parse_yaml`` return a :class:`Document`: the parsed data and, for every path
-into it (``("phases", 2, "timeout")``), the line where that value starts — for a mapping member,
-the line of its key. Syntax errors and duplicate keys become :class:`PlanError` with a line.
+``parse_json`` and ``parse_yaml`` read a :class:`~pytest_maestro.plan.source.Source` and return a
+:class:`Document`: the parsed data and, for every path into it (``("phases", 2, "timeout")``), the
+line where that value starts — for a mapping member, the line of its key. Syntax errors and
+duplicate keys become :class:`PlanError` with a line.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 from ..errors import PlanError
+from ..source import Source
+from ..yaml_loader import WITH_LIBYAML, FastSafeLoader
 from ._json_lines import DataPath as DataPath  # re-exported: the readers name paths with it
 from ._json_lines import JsonLines, scan_lines
 
@@ -37,80 +39,40 @@ class Document:
         return None
 
 
-def parse(text: str, path: Path) -> Document:
+def parse(source: Source) -> Document:
     """JSON for ``.json`` files, YAML for ``.yaml``/``.yml``; other names by the first character."""
-    suffix = path.suffix.lower()
-    if suffix == ".json" or (suffix not in STRUCTURED_SUFFIXES and looks_like_json(text)):
-        return parse_json(text, path)
-    return parse_yaml(text, path)
-
-
-def looks_like_json(text: str) -> bool:
-    return text.lstrip().startswith(("{", "["))
+    suffix = source.path.suffix.lower()
+    if suffix == ".json" or (suffix not in STRUCTURED_SUFFIXES and source.looks_like_json):
+        return parse_json(source)
+    return parse_yaml(source)
 
 
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def parse_json(text: str, path: Path) -> Document:
-    try:
-        data, duplicates = _decoded(text)
-    except json.JSONDecodeError as exc:
+def parse_json(source: Source) -> Document:
+    decoded, text, path = source.json, source.text, source.path
+    if decoded.error is not None:
+        error = decoded.error
         raise PlanError(
-            f"JSON syntax error: {exc.msg} (column {exc.colno})", path, exc.lineno
-        ) from None
-    except RecursionError:
-        raise PlanError("JSON is nested too deeply", path) from None
-    if duplicates:
+            f"JSON syntax error: {error.msg} (column {error.colno})", path, error.lineno
+        )
+    if decoded.too_deep:
+        raise PlanError("JSON is nested too deeply", path)
+    if decoded.duplicate_keys:
         duplicate = scan_lines(text)[1]
         if duplicate is not None:
             member, line = duplicate
             raise PlanError(f"duplicate key {_key_text(member)}", path, line)
     # Only the null literal makes a None: without it, readers need not look for any.
-    return Document(data, JsonLines(text), may_hold_nulls="null" in text)
-
-
-def sniff_json(text: str) -> Any:
-    """The parsed JSON of ``text``, or None when it is not JSON. Shared by the ``detect`` functions
-    and ``parse_json`` so one file is parsed once however many readers look at it; callers must
-    not mutate it."""
-    if not looks_like_json(text):
-        return None
-    try:
-        return _decoded(text)[0]
-    except (ValueError, RecursionError):
-        return None
-
-
-def _decoded(text: str) -> tuple[Any, bool]:
-    """``json.loads(text)``, and whether some object in it repeats a key; raises what json.loads
-    raises. The last answer is kept for the same text object: identity, not equality, so that
-    reading a file anew parses it anew and nothing else is kept."""
-    global _last_decoded
-    if _last_decoded is not None and _last_decoded[0] is text:
-        return _last_decoded[1], _last_decoded[2]
-    duplicates = False
-
-    def mapping(members: list[tuple[str, Any]]) -> dict[str, Any]:
-        # json.loads keeps the last of duplicate keys silently; counting them here is cheap, and
-        # only a document that has one pays for the scan that says where.
-        nonlocal duplicates
-        result = dict(members)
-        duplicates = duplicates or len(result) != len(members)
-        return result
-
-    data = json.loads(text, object_pairs_hook=mapping)
-    _last_decoded = (text, data, duplicates)
-    return data, duplicates
-
-
-_last_decoded: tuple[str, Any, bool] | None = None
+    return Document(decoded.data, JsonLines(text), may_hold_nulls="null" in text)
 
 
 # --- YAML ------------------------------------------------------------------------------------
 
 
-def parse_yaml(text: str, path: Path) -> Document:
+def parse_yaml(source: Source) -> Document:
+    text, path = source.text, source.path
     try:
         return _compose_yaml(text, path)
     except yaml.reader.ReaderError as exc:
@@ -131,7 +93,17 @@ def parse_yaml(text: str, path: Path) -> Document:
 
 
 def _compose_yaml(text: str, path: Path) -> Document:
-    loader = yaml.SafeLoader(text)
+    try:
+        return _compose_yaml_with(FastSafeLoader, text, path)
+    except yaml.YAMLError:
+        if not WITH_LIBYAML:
+            raise
+    # libyaml words the error differently and counts in bytes: say it as SafeLoader does.
+    return _compose_yaml_with(yaml.SafeLoader, text, path)
+
+
+def _compose_yaml_with(loader_class: Any, text: str, path: Path) -> Document:
+    loader: yaml.SafeLoader = loader_class(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

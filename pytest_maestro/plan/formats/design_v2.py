@@ -17,9 +17,9 @@ from typing import Any
 
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
-from ._schema_check import SchemaValidator
-from ._schema_errors import Items, raise_first_error
-from ._structured import Document, describe, parse_json, sniff_json
+from ..source import Source
+from ._schema_errors import Items, SchemaValidator, raise_first_error
+from ._structured import Document, describe, parse_json
 
 NAME = "design-v2"
 SCHEMA_VERSION = 2
@@ -120,13 +120,14 @@ _PLAN = {
 }
 
 
-def detect(text: str, path: Path) -> bool:
-    data = sniff_json(text)
+def detect(source: Source) -> bool:
+    data = source.json_data
     return isinstance(data, dict) and "schemaVersion" in data and "tasks" in data
 
 
-def read(text: str, path: Path) -> Plan:
-    document = parse_json(text, path)
+def read(source: Source) -> Plan:
+    path = source.path
+    document = parse_json(source)
     data = document.data
     if not isinstance(data, dict) or "schemaVersion" not in data:
         raise PlanError("not a design plan: expected a JSON object with 'schemaVersion'", path)

@@ -24,15 +24,14 @@ Detection — specific, so that a native JSON plan is never read as this format:
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError
 from ..model import Files, Phase, Plan
+from ..source import Source
 from ._json_lines import lines_under
-from ._schema_check import SchemaValidator
-from ._schema_errors import Items, raise_first_error
-from ._structured import DataPath, Document, id_text, parse_json, raw_phase_id, sniff_json
+from ._schema_errors import Items, SchemaValidator, raise_first_error
+from ._structured import DataPath, Document, id_text, parse_json, raw_phase_id
 
 NAME = "maestro-json"
 
@@ -104,8 +103,8 @@ _PHASES = {
 }
 
 
-def detect(text: str, path: Path) -> bool:
-    data = sniff_json(text)
+def detect(source: Source) -> bool:
+    data = source.json_data
     located = _locate_phases(data)
     if located is None:
         return False
@@ -142,8 +141,9 @@ def _locate_phases(data: Any) -> tuple[DataPath, list[Any]] | None:
     return None
 
 
-def read(text: str, path: Path) -> Plan:
-    document = parse_json(text, path)
+def read(source: Source) -> Plan:
+    path = source.path
+    document = parse_json(source)
     located = _locate_phases(document.data)
     if located is None:
         raise PlanError(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import PlanError
 from ..model import Check, Files, Phase, Plan
-from ..source import Line
+from ..source import Line, Source
 from . import markdown as md
 
 NAME = "maestro-md"
@@ -44,12 +44,12 @@ class _Part:
     end: int
 
 
-def detect(text: str, path: Path) -> bool:
+def detect(source: Source) -> bool:
     """A ``## Phase N`` section holding a Maestro part (Agent, Parallel, Files to ..., ...)."""
-    if "Phase" not in text:
+    if "Phase" not in source.text:
         return False
     in_phase = False
-    for line in md.split_lines(text):
+    for line in source.lines:
         parsed = md.heading(line)
         if parsed is None:
             continue
@@ -61,12 +61,12 @@ def detect(text: str, path: Path) -> bool:
     return False
 
 
-def read(text: str, path: Path) -> Plan:
-    lines = md.split_lines(text)
+def read(source: Source) -> Plan:
+    lines, path = source.lines, source.path
     starts = [h for h in md.headings(lines) if h.level == 2 and _PHASE.match(h.text)]
     phases = [_read_phase(lines, h, path) for h in starts]
     stop = starts[0].index if starts else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=tuple(phases), title=title, context=context)
 
 

@@ -11,10 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ..errors import PlanError
-from ..source import Line, markdown_lines
+from ..front_matter import FrontMatterError, load_yaml
+from ..source import Line, Source
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
@@ -65,26 +64,6 @@ class Item:
     line: int
     indent: int
     text: str
-
-
-def split_lines(text: str) -> tuple[Line, ...]:
-    """The lines of ``text``, fences marked.
-
-    Every Markdown reader's ``detect`` splits the document, then the chosen reader's ``read``
-    splits it again: the last split is kept for the same text object (identity, not equality, so
-    that reading a file anew does the work anew and nothing else is kept).
-    """
-    global _last_split
-    if _last_split is not None and _last_split[0] is text:
-        return _last_split[1]
-    # read_text already did this for plan files; readers may also be handed raw text.
-    normal = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    lines = tuple(markdown_lines(normal))
-    _last_split = (text, lines)
-    return lines
-
-
-_last_split: tuple[str, tuple[Line, ...]] | None = None
 
 
 def heading(line: Line) -> tuple[int, str] | None:
@@ -340,37 +319,25 @@ def enclosing_groups(
     return groups
 
 
-def frontmatter_end(lines: Sequence[Line]) -> int:
-    """Index of the first line after a leading ``---`` YAML frontmatter block (0 if none)."""
-    if not lines or lines[0].text.strip() != "---":
-        return 0
-    for index in range(1, len(lines)):
-        if lines[index].text.strip() in ("---", "..."):
-            return index + 1
-    return 0
-
-
-def frontmatter(lines: Sequence[Line], path: Path) -> dict[str, object]:
-    """The YAML frontmatter as a mapping; a syntax error in it is a ``PlanError``."""
-    end = frontmatter_end(lines)
-    if not end:
+def frontmatter(source: Source) -> dict[str, object]:
+    """The YAML frontmatter as a mapping; a syntax error in it is a ``PlanError`` at its line."""
+    block = source.front_matter
+    if block is None:
         return {}
-    source = "\n".join(line.text for line in lines[1 : end - 1])
     try:
-        data = yaml.safe_load(source)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise PlanError(f"invalid YAML frontmatter: {problem}", path, line) from None
-    return data if isinstance(data, dict) else {}
+        return load_yaml(block)
+    except FrontMatterError as error:
+        message = f"invalid YAML frontmatter: {error.problem}"
+        raise PlanError(message, source.path, error.line) from None
 
 
-def title_and_context(lines: Sequence[Line], path: Path, stop: int) -> tuple[str, str]:
+def title_and_context(source: Source, stop: int) -> tuple[str, str]:
     """The plan title (frontmatter ``title``, else the first ``#`` heading) and the text before
-    ``stop`` (the first phase or group heading) as the plan's context for the agents."""
-    start = frontmatter_end(lines)
-    title = frontmatter(lines, path).get("title")
+    line index ``stop`` (the first phase or group heading) as the plan's context for the agents."""
+    lines = source.lines
+    block = source.front_matter
+    start = block.closing_line if block is not None else 0  # the index of the line after it
+    title = frontmatter(source).get("title")
     title_index = None
     for found in headings(lines, start, stop):
         if found.level == 1:

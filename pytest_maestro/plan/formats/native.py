@@ -18,12 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
-from ._schema_check import SchemaValidator
-from ._schema_errors import Items, raise_first_error
+from ..source import Source
+from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import (
     STRUCTURED_SUFFIXES,
     Document,
@@ -31,7 +29,6 @@ from ._structured import (
     kind_of,
     parse,
     raw_phase_id,
-    sniff_json,
 )
 
 NAME = "native"
@@ -45,27 +42,21 @@ _MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".txt"})
 _PHASES_KEY = re.compile(r"^phases[ \t]*:", re.MULTILINE)
 
 
-def detect(text: str, path: Path) -> bool:
-    suffix = path.suffix.lower()
+def detect(source: Source) -> bool:
+    suffix = source.path.suffix.lower()
     if suffix in STRUCTURED_SUFFIXES:
         return True
     if suffix in _MARKDOWN_SUFFIXES:
         return False
-    data = sniff_json(text)
-    if data is None and _PHASES_KEY.search(text):
-        data = _sniff_yaml(text)
+    data = source.json_data
+    if data is None and _PHASES_KEY.search(source.text):
+        data = source.yaml_data
     return isinstance(data, dict) and isinstance(data.get("phases"), list)
 
 
-def _sniff_yaml(text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError):
-        return None
-
-
-def read(text: str, path: Path) -> Plan:
-    document = parse(text, path)
+def read(source: Source) -> Plan:
+    path = source.path
+    document = parse(source)
     data = document.data
     if data is None:
         raise PlanError("the plan is empty", path)

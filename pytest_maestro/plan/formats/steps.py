@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import Check, Files, Phase, Plan
-from ..source import Line
+from ..source import Line, Source
 from . import markdown as md
 from .superpowers import has_task_headings
 
@@ -40,17 +40,17 @@ class _Step:
     depends: str | None  # the Depends value as written; None when absent or empty
 
 
-def detect(text: str, path: Path) -> bool:
+def detect(source: Source) -> bool:
     """A ``**Step N**`` or ``**N/M**`` list item, in a document without ``### Task N`` headings."""
-    if "**" not in text:
+    if "**" not in source.text:
         return False
-    lines = md.split_lines(text)
+    lines = source.lines
     found = any(_step_match(line) for line in lines)
     return found and not has_task_headings(lines)
 
 
-def read(text: str, path: Path) -> Plan:
-    lines = md.split_lines(text)
+def read(source: Source) -> Plan:
+    lines, path = source.lines, source.path
     starts = [index for index, line in enumerate(lines) if _step_match(line)]
     all_headings = md.headings(lines)
     heading_lines = [h.index for h in all_headings]
@@ -66,7 +66,7 @@ def read(text: str, path: Path) -> Plan:
         for step, qualifier in zip(steps, qualifiers, strict=True)
     )
     stop = _context_stop(all_headings, starts[0]) if starts else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
 
 

@@ -19,10 +19,10 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from ..model import Check, Files, Phase, Plan
-from ..source import Line
+from ..source import Line, Source
 from . import markdown as md
 
 NAME = "superpowers"
@@ -57,13 +57,13 @@ def has_task_headings(lines: Sequence[Line]) -> bool:
     return any(2 <= h.level <= 4 and _TASK.match(h.text) for h in md.headings(lines))
 
 
-def detect(text: str, path: Path) -> bool:
+def detect(source: Source) -> bool:
     """A ``## Task N`` to ``#### Task N`` heading outside code fences."""
-    return "Task" in text and has_task_headings(md.split_lines(text))
+    return "Task" in source.text and has_task_headings(source.lines)
 
 
-def read(text: str, path: Path) -> Plan:
-    lines = md.split_lines(text)
+def read(source: Source) -> Plan:
+    lines, path = source.lines, source.path
     all_headings = md.headings(lines)
     starts = [h for h in all_headings if 2 <= h.level <= 4 and _TASK.match(h.text)]
     # A heading that a broken nested code block lets through ("## Usage" of a README embedded
@@ -77,7 +77,7 @@ def read(text: str, path: Path) -> Plan:
     ]
     order = md.sequential(phase.id for phase in phases)
     first = groups.get(starts[0].index, starts[0]) if starts else None
-    title, context = md.title_and_context(lines, path, first.index if first else len(lines))
+    title, context = md.title_and_context(source, first.index if first else len(lines))
     return Plan(
         path=path,
         format=NAME,

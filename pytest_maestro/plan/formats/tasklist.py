@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..model import Check, Files, Phase, Plan
-from ..source import Line
+from ..source import Line, Source
 from . import markdown as md
 
 NAME = "tasklist"
@@ -57,15 +57,15 @@ _KNOWN_LABELS = (
 _COMMAND_PASSES = re.compile(r"^`([^`]*\s[^`]*)`\s+(.*)$")
 
 
-def detect(text: str, path: Path) -> bool:
+def detect(source: Source) -> bool:
     """A heading ``T001: ...`` outside code fences."""
-    if "T" not in text:
+    if "T" not in source.text:
         return False
-    return any(_TASK.match(h.text) for h in md.headings(md.split_lines(text)))
+    return any(_TASK.match(h.text) for h in md.headings(source.lines))
 
 
-def read(text: str, path: Path) -> Plan:
-    lines = md.split_lines(text)
+def read(source: Source) -> Plan:
+    lines, path = source.lines, source.path
     all_headings = md.headings(lines)
     starts = [h for h in all_headings if _TASK.match(h.text)]
     groups = md.enclosing_groups(all_headings, starts)
@@ -76,7 +76,7 @@ def read(text: str, path: Path) -> Plan:
     )
     first = groups.get(starts[0].index, starts[0]) if starts else None
     stop = first.index if first else len(lines)
-    title, context = md.title_and_context(lines, path, stop)
+    title, context = md.title_and_context(source, stop)
     return Plan(path=path, format=NAME, phases=phases, title=title, context=context)
 
 

@@ -1,0 +1,51 @@
+"""YAML loading on libyaml's parser, with the pure-Python loader's errors and depth limit.
+
+PyYAML's ``CSafeLoader`` parses in C (libyaml) and also builds the node tree in C, recursively:
+a document nested some tens of thousands of levels deep overflows the C stack and kills the
+process, where the pure-Python ``SafeLoader`` raises ``RecursionError``. :class:`FastSafeLoader`
+takes only libyaml's events (its parser keeps its own stack on the heap) and composes the nodes in
+Python, which is as fast, since most of the time goes to resolving and constructing values in
+Python anyway, and keeps the recursion limit. libyaml words its syntax errors differently and
+counts their positions in bytes, so when it refuses a document, :func:`safe_load` and the plan
+readers load it again with ``SafeLoader``, whose error users read, with or without libyaml.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
+
+FastSafeLoader: Any = yaml.SafeLoader
+try:
+    from yaml._yaml import CParser
+except ImportError:  # PyYAML built without libyaml
+    pass
+else:
+
+    class _EventsInC(Composer, CParser, SafeConstructor, Resolver):
+        """libyaml's parser, PyYAML's composer (before CParser's own, in the method order)."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    FastSafeLoader = _EventsInC
+
+WITH_LIBYAML = FastSafeLoader is not yaml.SafeLoader
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load(text)``, parsed by libyaml when it is there; errors as ``SafeLoader``
+    raises them."""
+    try:
+        return yaml.load(text, FastSafeLoader)
+    except yaml.YAMLError:
+        if not WITH_LIBYAML:
+            raise
+    return yaml.load(text, yaml.SafeLoader)
