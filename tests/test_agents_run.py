@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,10 @@ def test_rate_limits_are_waited_out_without_counting_attempts(
     # keeps 3 calls "running", each phase's first call is refused; then they all complete.
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "8"])
     try:
+        held = fakes / "running" / "holder-2"
+        deadline = time.monotonic() + 60
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         task = "FAKE:RATE_LIMIT_OVER=3\nFAKE:SLEEP=0.2"
         phases = [agent_phase(f"p{n}", task, reads=["R"], max_retries=0) for n in range(8)]
         write_plan(pytester, phases)

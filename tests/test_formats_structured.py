@@ -462,8 +462,8 @@ def test_schema_is_valid_and_covers_the_documented_fields() -> None:
     assert set(schema["properties"]) == {"$schema", "title", "root", "context", "tags", "phases"}
     assert set(schema["$defs"]["phase"]["properties"]) == {
         "id", "name", "agent", "model", "blocked_by", "files", "reads", "run", "acceptance",
-        "description", "prompt", "parallel", "timeout", "max_retries", "estimate", "tags",
-        "assumptions", "fallback", "rollback_triggers", "constraints",
+        "description", "prompt", "parallel", "timeout", "max_retries", "estimate", "tags", "runtime",
+        "assumptions", "fallback", "rollback_triggers", "constraints", "budget_usd",
     }  # fmt: skip
     shipped = REPO / "pytest_maestro" / "plan" / "native.schema.json"
     assert json.loads(shipped.read_text()) == schema

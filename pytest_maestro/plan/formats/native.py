@@ -130,6 +130,8 @@ def _phase(raw: dict[str, Any], line: int | None) -> Phase:
         line=line,
         agent=raw.get("agent"),
         model=raw.get("model"),
+        runtime=raw.get("runtime"),
+        budget_usd=_number(raw.get("budget_usd")),
         blocked_by=tuple(id_text(dep) for dep in _as_list(raw.get("blocked_by"))),
         files=_files(raw.get("files")),
         reads=tuple(raw.get("reads", ())),
