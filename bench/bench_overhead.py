@@ -1,6 +1,6 @@
 """Cost per phase beside a plain pytest item running the same command, in one run of this script.
 
-    python bench/bench_overhead.py [--phases 500] [--repeat 3] [--profile 25]
+    python bench/bench_overhead.py [--phases 500] [--repeat 3] [--dir DIR] [--profile 25]
 
 Each case runs pytest on ``--phases`` items and on one, each in a fresh temporary directory (the
 session state would otherwise resume the phases as completed); the difference per item is what
@@ -16,8 +16,12 @@ one item costs, start-up excluded:
 Each case runs without ``-n`` and with ``-n 2``; the ratio is maestro's cost per phase over plain
 pytest's per item (goal: at most 1.5). The cases take turns within each repetition, so they see
 the same machine; each figure is the best of ``--repeat``. Printed beside them: one ``bash -c
-true`` from Python, the floor of both. With ``--profile``, the maestro run without ``-n`` also
-runs under cProfile and the functions with the most own time are printed.
+true`` from Python, the floor of both, and what one sync of an append and of an overwrite cost on
+the file system of ``--dir`` (default: the system's temporary directory), where the runs write:
+pytest-maestro syncs twice per phase (its start, before the phase runs anything; its end, before
+the report), so on a disk whose flushes are slow those dominate; on a tmpfs they cost nothing. With
+``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with the
+most own time are printed.
 
 Prints figures; asserts nothing.
 """
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pstats
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,6 +131,27 @@ def bash_floor(count: int = 200) -> float:
     return (time.perf_counter() - started) / count
 
 
+def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
+    """Median seconds of a 100-byte write and its fdatasync: appended, and over written bytes."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    path = where / "sync-cost"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        costs: tuple[list[float], list[float]] = ([], [])
+        os.write(fd, bytes(100 * count))
+        os.fsync(fd)
+        for n in range(count):
+            for cost, offset in zip(costs, (os.fstat(fd).st_size, n * 100), strict=True):
+                started = time.perf_counter()
+                os.pwrite(fd, b"x" * 99 + b"\n", offset)
+                sync(fd)
+                cost.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(costs[0]), statistics.median(costs[1])
+
+
 def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> dict[str, float]:
     """Seconds per item of each case: best wall of ``count`` items minus best of one."""
     best: dict[tuple[str, int], float] = {}
@@ -147,15 +174,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phases", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None, help="where the runs write")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
     args = parser.parse_args()
     count = args.phases
-    with tempfile.TemporaryDirectory(prefix="maestro-overhead-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
+        before = sync_costs(Path(tmp))
         per_item = measure(runs, cases(count), count, args.repeat)
+        after = sync_costs(Path(tmp))
         floor = bash_floor()
-        print(f"ms per item, (T{count} - T1) / {count - 1}, best of {args.repeat}")
+        print(f"ms per item, (T{count} - T1) / {count - 1}, best of {args.repeat}, in {tmp}")
         print(f"one bash -c true from Python: {floor * 1000:.2f} ms (the floor)")
+        print(
+            f"one write + fdatasync there, before / after the runs: appended "
+            f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
+            f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
+        )
         print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  (goal <= {GOAL}x)")
         rows = (("no -n", "plain", "maestro"), ("-n 2", "plain -n 2", "maestro -n 2"))
         rows += (("chain -n 2", "plain", "maestro chain -n 2"),)
