@@ -102,7 +102,10 @@ KILLS = [
 ]
 
 
-@pytest.mark.parametrize(("options", "lose_start"), KILLS)
+@pytest.mark.parametrize(
+    ("options", "lose_start"),
+    [*KILLS, pytest.param(("-n", "2", "--maestro-fresh"), False, id="n2-then-fresh")],
+)
 def test_next_run_ends_the_commands_a_killed_run_left_running(
     pytester: pytest.Pytester, options: tuple[str, ...], lose_start: bool
 ) -> None:
