@@ -1,28 +1,43 @@
-"""Orchestration overhead per phase, in one process: a plan of many phases that run ``true``.
+"""Cost per phase beside a plain pytest item running the same command, in one run of this script.
 
-    python bench/bench_overhead.py [--phases 500] [--repeat 3] [--profile 25]
+    python bench/bench_overhead.py [--phases 500] [--repeat 3] [--dir DIR] [--profile 25]
 
-Runs ``python -m pytest --maestro plan.json -q -p no:cacheprovider -p no:hypothesispytest`` on a
-plan of ``--phases`` independent phases and on a plan of one, each in a fresh temporary directory
-(the session state would otherwise resume the phases as completed), and prints the difference per
-phase: what pytest-maestro costs around each phase, start-up excluded. Printed beside it, for
-reference: one ``bash -c true`` (the runner starts every command with bash, so that is the floor),
-and the same difference for plain pytest on a file of tests that each run ``bash -c true``
-(pytest's own cost per item plus the floor). With ``--profile``, the big plan also runs under
-cProfile and the functions with the most own time are printed.
+Each case runs pytest on ``--phases`` items and on one, each in a fresh temporary directory (the
+session state would otherwise resume the phases as completed); the difference per item is what
+one item costs, start-up excluded:
 
-Prints figures; asserts nothing. Wall times are the best of ``--repeat`` runs.
+- plain: a test file whose tests each run ``subprocess.run(['bash', '-c', 'true'])``;
+- maestro: ``--maestro plan.json`` on a plan of independent phases that each run ``true`` (the
+  runner starts every command with ``bash -c``);
+- maestro chain: the same phases, each blocked by the one before, so every phase waits for the
+  report of the last (only under ``-n 2``, where a dependency costs a round trip to the
+  controller), against plain pytest without ``-n``: the same commands, one after another.
+
+Each case runs without ``-n`` and with ``-n 2``; the ratio is maestro's cost per phase over plain
+pytest's per item (goal: at most 1.5). The cases take turns within each repetition, so they see
+the same machine; each figure is the best of ``--repeat``. Printed beside them: one ``bash -c
+true`` from Python, the floor of both, and what one sync of an append and of an overwrite cost on
+the file system of ``--dir`` (default: the system's temporary directory), where the runs write:
+pytest-maestro syncs twice per phase (its start, before the phase runs anything; its end, before
+the report), so on a disk whose flushes are slow those dominate; on a tmpfs they cost nothing. With
+``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with the
+most own time are printed.
+
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pstats
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from plans import PlanDict
@@ -30,20 +45,54 @@ from plans import PlanDict
 QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 MAESTRO = ["-m", "pytest", "--maestro", "plan.json", *QUIET]
 PLAIN = ["-m", "pytest", "test_plain.py", *QUIET]
+GOAL = 1.5
 
 
-def independent_plan(count: int, command: str = "true") -> PlanDict:
-    phases = [{"id": f"p{i}", "name": f"Phase {i}", "run": [command]} for i in range(1, count + 1)]
+def phases_plan(count: int, chain: bool = False) -> PlanDict:
+    phases = [
+        {
+            "id": f"p{i}",
+            "name": f"Phase {i}",
+            "run": ["true"],
+            "blocked_by": [f"p{i - 1}"] if chain and i > 1 else [],
+        }
+        for i in range(1, count + 1)
+    ]
     return {"phases": phases}
 
 
 def plain_tests(count: int) -> str:
-    """A test file whose ``count`` tests each do what a phase of ``independent_plan`` runs."""
+    """A test file whose ``count`` tests each do what a phase of ``phases_plan`` runs."""
     tests = [
         f"def test_{i}():\n    subprocess.run(['bash', '-c', 'true'], check=True)\n"
         for i in range(1, count + 1)
     ]
     return "\n".join(["import subprocess\n", *tests])
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    files: dict[int, dict[str, str]]  # items -> the files of a run with that many
+    args: list[str]
+
+
+def cases(count: int) -> list[Case]:
+    def plain(n: int) -> dict[str, str]:
+        return {"test_plain.py": plain_tests(n)}
+
+    def plan(n: int, chain: bool = False) -> dict[str, str]:
+        return {"plan.json": json.dumps(phases_plan(n, chain))}
+
+    sizes = (1, count)
+    made: list[Case] = []
+    for workers in ([], ["-n", "2"]):
+        suffix = " -n 2" if workers else ""
+        made.append(Case(f"plain{suffix}", {n: plain(n) for n in sizes}, PLAIN + workers))
+        made.append(Case(f"maestro{suffix}", {n: plan(n) for n in sizes}, MAESTRO + workers))
+    chain = {n: plan(n, chain=True) for n in sizes}
+    made.append(Case("maestro chain -n 2", chain, [*MAESTRO, "-n", "2"]))
+    return made
 
 
 class Runs:
@@ -61,9 +110,6 @@ class Runs:
         for name, text in {"pytest.ini": "[pytest]\n", **files}.items():
             (workdir / name).write_text(text, encoding="utf-8")
         return workdir
-
-    def best(self, files: dict[str, str], args: list[str], repeat: int) -> float:
-        return min(run_pytest(self.project(files), args) for _ in range(repeat))
 
 
 def run_pytest(workdir: Path, args: list[str], prefix: tuple[str, ...] = ()) -> float:
@@ -85,12 +131,40 @@ def bash_floor(count: int = 200) -> float:
     return (time.perf_counter() - started) / count
 
 
-def plan_files(count: int) -> dict[str, str]:
-    return {"plan.json": json.dumps(independent_plan(count))}
+def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
+    """Median seconds of a 100-byte write and its fdatasync: appended, and over written bytes."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    path = where / "sync-cost"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        costs: tuple[list[float], list[float]] = ([], [])
+        os.write(fd, bytes(100 * count))
+        os.fsync(fd)
+        for n in range(count):
+            for cost, offset in zip(costs, (os.fstat(fd).st_size, n * 100), strict=True):
+                started = time.perf_counter()
+                os.pwrite(fd, b"x" * 99 + b"\n", offset)
+                sync(fd)
+                cost.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(costs[0]), statistics.median(costs[1])
+
+
+def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> dict[str, float]:
+    """Seconds per item of each case: best wall of ``count`` items minus best of one."""
+    best: dict[tuple[str, int], float] = {}
+    for _ in range(repeat):
+        for case in made:
+            for n, files in case.files.items():
+                wall = run_pytest(runs.project(files), case.args)
+                best[case.label, n] = min(wall, best.get((case.label, n), wall))
+    return {c.label: (best[c.label, count] - best[c.label, 1]) / (count - 1) for c in made}
 
 
 def profile(runs: Runs, count: int, top: int) -> None:
-    workdir = runs.project(plan_files(count))
+    workdir = runs.project({"plan.json": json.dumps(phases_plan(count))})
     wall = run_pytest(workdir, MAESTRO, ("-m", "cProfile", "-o", "out.prof"))
     print(f"\ncProfile of the {count}-phase run ({wall:.2f} s wall under cProfile)")
     pstats.Stats(str(workdir / "out.prof")).sort_stats("tottime").print_stats(top)
@@ -100,25 +174,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phases", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None, help="where the runs write")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
     args = parser.parse_args()
-    count, repeat = args.phases, args.repeat
-    with tempfile.TemporaryDirectory(prefix="maestro-overhead-") as tmp:
+    count = args.phases
+    with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
-        one = runs.best(plan_files(1), MAESTRO, repeat)
-        many = runs.best(plan_files(count), MAESTRO, repeat)
-        plain_one = runs.best({"test_plain.py": plain_tests(1)}, PLAIN, repeat)
-        plain_many = runs.best({"test_plain.py": plain_tests(count)}, PLAIN, repeat)
+        before = sync_costs(Path(tmp))
+        per_item = measure(runs, cases(count), count, args.repeat)
+        after = sync_costs(Path(tmp))
         floor = bash_floor()
-        per_phase = (many - one) / (count - 1)
-        per_test = (plain_many - plain_one) / (count - 1)
-        print(f"best of {repeat}: 1 phase {one:.3f} s, {count} phases {many:.3f} s")
+        print(f"ms per item, (T{count} - T1) / {count - 1}, best of {args.repeat}, in {tmp}")
+        print(f"one bash -c true from Python: {floor * 1000:.2f} ms (the floor)")
         print(
-            f"per phase:                  {per_phase * 1000:6.2f} ms  (T{count} - T1) / {count - 1}"
+            f"one write + fdatasync there, before / after the runs: appended "
+            f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
+            f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
         )
-        print(f"one bash -c true:           {floor * 1000:6.2f} ms  (the floor)")
-        print(f"per phase above the floor:  {(per_phase - floor) * 1000:6.2f} ms")
-        print(f"plain pytest, per test:     {per_test * 1000:6.2f} ms  (each runs bash -c true)")
+        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  (goal <= {GOAL}x)")
+        rows = (("no -n", "plain", "maestro"), ("-n 2", "plain -n 2", "maestro -n 2"))
+        rows += (("chain -n 2", "plain", "maestro chain -n 2"),)
+        for label, plain, maestro in rows:
+            ratio = per_item[maestro] / per_item[plain]
+            print(
+                f"{label:20} {per_item[plain] * 1000:7.2f} {per_item[maestro] * 1000:8.2f} "
+                f"{ratio:5.2f}x"
+            )
+        print("(chain: each phase blocked by the one before, against plain pytest without -n)")
         if args.profile:
             profile(runs, count, args.profile)
 

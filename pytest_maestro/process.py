@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from io import FileIO
 from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, ClassVar
+
+from .state.journal import fsync_dir
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
@@ -43,6 +49,52 @@ class ProcessResult:
         return self.output().rstrip("\n").split("\n")[-lines:] if self.output().strip() else []
 
 
+class PhaseLog:
+    """A phase's log, open from the phase's start to its end, and the running record its commands'
+    process groups go to.
+
+    ``run_process`` given the path of a log held open here writes through this one handle: a phase
+    opens its log once, not once for each command and header. Runtimes get only the path
+    (``AgentRequest.log``) and reach the open log through it.
+    """
+
+    _held: ClassVar[dict[Path, PhaseLog]] = {}
+
+    def __init__(self, path: Path, out: FileIO, record: RunningRecord | None) -> None:
+        self.path = path
+        self.out = out
+        self.record = record
+
+    @classmethod
+    @contextlib.contextmanager
+    def hold(cls, path: Path, record: RunningRecord | None = None) -> Iterator[PhaseLog]:
+        """Empty the log at ``path`` and hold it open while the context lasts."""
+        with _open_log(path, os.O_TRUNC) as out:
+            held = cls._held[path] = cls(path, out, record)
+            try:
+                yield held
+            finally:
+                del cls._held[path]
+
+    @classmethod
+    def held(cls, path: Path) -> PhaseLog | None:
+        return cls._held.get(path)
+
+    def write_line(self, text: str) -> None:
+        self.out.write(text.encode() + b"\n")
+
+
+def _open_log(path: Path, flags: int = 0) -> FileIO:
+    """``path`` open for appending, unbuffered: the commands write to the same file description."""
+    flags |= os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:  # the first log in this directory
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    return open(fd, "ab", buffering=0)
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -63,40 +115,62 @@ def run_process(
 
     The command leads a new session (and so a new process group): on timeout the whole group gets
     SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
-    a background grandchild holding the pipe open cannot hang us.
+    a background grandchild holding the pipe open cannot hang us. Where ``log`` is held open
+    (``PhaseLog.hold``), the output goes through that handle and the group is recorded in the
+    held log's running record.
     """
-    log.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as files:
-        out = files.enter_context(log.open("ab"))
         source = files.enter_context(stdin_file.open("rb")) if stdin_file else None
-        target = files.enter_context(stdout_file.open("wb")) if stdout_file else out
-        if header:
-            out.write(header.encode() + b"\n")
-            out.flush()
-        offset = out.tell()
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
-            stdout=target,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        record_group(groups_file(log), proc.pid)
-        timed_out = False
-        try:
-            if stdin is not None:
-                _feed(proc, stdin)
-            wait(proc, timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
-        except BaseException:
-            kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
-            raise
-        duration = time.monotonic() - started
+        target = files.enter_context(stdout_file.open("wb")) if stdout_file else None
+        held = PhaseLog.held(log)
+        if held is not None:
+            out, record = held.out, held.record
+        else:
+            out, record = files.enter_context(_open_log(log)), None
+        return _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, target)
+
+
+def _run(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    out: FileIO,
+    record: RunningRecord | None,
+    stdin: bytes | None,
+    header: str | None,
+    log: Path,
+    source: BinaryIO | None = None,
+    target: BinaryIO | None = None,
+) -> ProcessResult:
+    if header:
+        out.write(header.encode() + b"\n")
+    offset = out.tell()
+    started = time.monotonic()
+    before = boot_ticks()
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
+        stdout=target or out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    if record is not None:
+        record.add_group(proc.pid, before, boot_ticks())
+    timed_out = False
+    try:
+        if stdin is not None:
+            _feed(proc, stdin)
+        wait(proc, timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+    except BaseException:
+        kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+        raise
+    duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
 
 
@@ -159,59 +233,161 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-# -- groups a killed run left behind ------------------------------------------------------------
+# -- what a killed run left running ------------------------------------------------------------
 #
 # Commands lead sessions of their own so that a timeout can end their whole tree, which also puts
 # them out of reach of a signal to pytest's process group: a run killed with SIGKILL leaves them
-# running. Each group is recorded beside its phase's log, so that the next run of the plan can end
-# what a phase it resets still has running before it restores that phase's files.
+# running. Each process that runs phases keeps a running record: the phase it runs and the groups
+# its commands lead. The next run of the plan reads the records a killed run left: their phases
+# were interrupted, and what their groups still run is ended before those phases run again.
+
+# A record overwrites the start of a file already written with zeros: its size does not change, so
+# syncing it flushes the data without a file-system journal commit (on ext4 some 0.1 ms, not 3).
+RECORD_SIZE = 4096
+RECORD_SUFFIX = ".running"
+
+# fdatasync flushes the data and the size a write changed, without the rest of the inode.
+_sync_data = getattr(os, "fdatasync", os.fsync)
+# A process's start time in /proc is in clock ticks of the boot-time clock (Linux).
+_BOOT_CLOCK: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+_NS_PER_TICK = 1_000_000_000 // os.sysconf("SC_CLK_TCK") if _BOOT_CLOCK is not None else 0
 
 
-def groups_file(log: Path) -> Path:
-    return log.with_suffix(".groups")
+def boot_ticks() -> int | None:
+    """Now, in the clock and unit of a process's start time in ``/proc/PID/stat``; None elsewhere.
+
+    A command's start lies between the ticks before and after ``Popen``: recording those two
+    costs no read of ``/proc``, which waits for the new process's ``exec`` (about a millisecond).
+    """
+    if _BOOT_CLOCK is None:
+        return None
+    return time.clock_gettime_ns(_BOOT_CLOCK) // _NS_PER_TICK
 
 
-def record_group(path: Path, pid: int) -> None:
-    with path.open("a") as out:
-        out.write(f"{pid} {_start_ticks(pid)}\n")
+class RunningRecord:
+    """The running record of one process: the phase it runs, and the process groups it leads.
+
+    ``start`` is on disk when it returns, before the phase runs anything: whatever the controller
+    managed to record, the next run finds the phase interrupted. Groups are only written: they
+    outlive a killed run, not a machine that went down. ``clear`` says the phase ended; it is not
+    synced either: a record the disk lost makes the next run take a phase that ended for
+    interrupted (unless the session has it completed), which costs a rerun, never a phase wrongly
+    taken for done.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._end = 0  # where the next group line goes
+        flags = os.O_RDWR | os.O_CREAT
+        try:
+            self._fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, flags, 0o644)
+        if os.fstat(self._fd).st_size < RECORD_SIZE:  # new: zeros first, and the name on disk
+            os.pwrite(self._fd, bytes(RECORD_SIZE), 0)
+            os.fsync(self._fd)
+            fsync_dir(path.parent)
+
+    def __enter__(self) -> RunningRecord:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        os.close(self._fd)
+
+    def start(self, phase_id: str) -> None:
+        line = (json.dumps(phase_id) + "\n").encode()
+        os.pwrite(self._fd, line + b"\0", 0)  # the zero ends the record: older lines follow it
+        self._end = len(line)
+        _sync_data(self._fd)
+
+    def add_group(self, pgid: int, started_after: int | None, started_before: int | None) -> None:
+        window = "" if started_after is None else f" {started_after} {started_before}"
+        line = f"{pgid}{window}\n".encode()
+        os.pwrite(self._fd, line + b"\0", self._end)
+        self._end += len(line)
+
+    def clear(self) -> None:
+        os.pwrite(self._fd, b"\0", 0)
+        self._end = 0
 
 
-def end_recorded_groups(path: Path) -> list[int]:
-    """SIGKILL the process groups recorded in ``path`` that still exist; the pgids ended.
+def running_record_path(log_dir: Path, session: str, pid: int) -> Path:
+    """The record of process ``pid`` running phases of the plan whose session is ``session``."""
+    return log_dir / f"{session}.{pid}{RECORD_SUFFIX}"
+
+
+def running_records(log_dir: Path, session: str) -> list[Path]:
+    """The running records of the plan whose session is ``session``, whichever process left them."""
+    prefix = f"{session}."
+    return [
+        path
+        for path in log_dir.glob(f"*{RECORD_SUFFIX}")
+        if path.name.startswith(prefix)
+        and path.name[len(prefix) : -len(RECORD_SUFFIX)].isdigit()  # not another plan's
+    ]
+
+
+@dataclass(frozen=True)
+class LeftRunning:
+    """What a running record says: the phase its process was running, and the groups it led."""
+
+    path: Path
+    phase: str | None
+    groups: tuple[str, ...]  # "PGID [STARTED_AFTER STARTED_BEFORE]"
+
+
+def read_running_record(path: Path) -> LeftRunning:
+    try:
+        text = path.read_bytes().split(b"\0", 1)[0].decode("utf-8", "replace")
+    except OSError:
+        return LeftRunning(path, None, ())
+    first, _, rest = text.partition("\n")
+    try:
+        phase = json.loads(first) if first else None
+    except ValueError:  # a write the kill cut short
+        phase = None
+    groups = tuple(line for line in rest.split("\n") if line)
+    return LeftRunning(path, phase if isinstance(phase, str) else None, groups)
+
+
+def end_groups(groups: Iterable[str]) -> list[int]:
+    """SIGKILL the recorded process groups that still exist; the pgids ended.
 
     A pid is not reused while a group of that id exists, so a live member of group N belongs to
-    the recorded group unless N's leader is alive with another start time (N was reused after
-    the group ended). Where start times cannot be read, a live leader is left alone.
+    the recorded group unless N's leader is alive and started outside the recorded window (N was
+    reused after the group ended). Where start times cannot be read, a live leader is left alone.
     """
     ended: list[int] = []
-    try:
-        lines = path.read_text().split("\n")
-    except OSError:
-        return ended
-    for line in lines:
-        pid_text, _, ticks = line.partition(" ")
+    for line in groups:
+        pid_text, *window_text = line.split()[:3] or [""]
         if not pid_text.isdigit():
             continue
         pid = int(pid_text)
+        window = [int(t) for t in window_text if t.isdigit()]
         now = _start_ticks(pid)
-        if now is not None and now != ticks:
-            continue  # reused: the leader is another process now
+        if now is not None and not (window and window[0] <= now <= window[-1]):
+            continue  # reused: the leader is another process now (or unknown as ours)
         if now is None and _exists(pid):
             continue  # alive, but its start time is unknown: not ours to kill
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
             ended.append(pid)
-    path.unlink(missing_ok=True)
     return ended
 
 
-def _start_ticks(pid: int) -> str | None:
+def _start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (Linux), or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the name may hold spaces
+    return int(stat.rsplit(")", 1)[-1].split()[19])  # field 22; the name may hold spaces
 
 
 def _exists(pid: int) -> bool:

@@ -12,39 +12,56 @@ from typing import Any
 from .facts import PhaseFacts
 from .files import restore_from_git
 from .plan import Phase, Plan
-from .process import end_recorded_groups, groups_file
-from .runner import log_path
-from .state import SessionStore, Status, Tokens
+from .process import end_groups, read_running_record, running_records
+from .state import Interrupted, SessionStore, Status, Tokens
+from .state.journal import fsync_dir
 
 
 class Recorder:
-    def __init__(self, store: SessionStore, plan: Plan, root: Path, log_dir: Path) -> None:
+    def __init__(
+        self, store: SessionStore, plan: Plan, root: Path, log_dir: Path, *, fresh: bool = False
+    ) -> None:
         self.store = store
         self.plan = plan
         self.root = root
         # Phases a killed run left half-done: what they still run is ended, then their files
-        # are put back from git, before anything runs.
-        for phase in store.interrupted:
-            end_recorded_groups(groups_file(log_path(log_dir, phase.id)))
+        # are put back from git, before anything runs. The session has them in progress, or the
+        # running records of the processes that ran them do (the controller does not wait for
+        # its record of a start to reach the disk; a worker does, before the phase runs).
+        left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
+        if not fresh:  # a fresh session runs every phase anyway
+            ids = set(plan.ids)
+            store.interrupt(
+                Interrupted(r.phase, plan.phase(r.phase).files) for r in left if r.phase in ids
+            )
+        for record in left:
+            end_groups(record.groups)
         self.restored = [
             path
             for phase in store.interrupted
             for path in restore_from_git(root, phase.files.all())
         ]
+        # Dropped only now: a run killed before this point reads them again.
+        for record in left:
+            record.path.unlink(missing_ok=True)
+        if left:
+            fsync_dir(log_dir)
 
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
         store = SessionStore.open(state_dir, plan, root, fresh=fresh)
-        return cls(store, plan, root, state_dir / "logs")
+        return cls(store, plan, root, state_dir / "logs", fresh=fresh)
 
     def completed_earlier(self, phase_id: str) -> str | None:
         return self.store.completed_earlier(phase_id)
 
     def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
+        """Not synced: the phase's runner has its own record of the start on disk before the phase
+        runs anything, and the next durable record takes this one to the disk with it."""
         facts: dict[str, Any] = {"agent": agent}
         if worker:
             facts["worker"] = worker
-        self.store.record(phase.id, Status.IN_PROGRESS, **facts)
+        self.store.record(phase.id, Status.IN_PROGRESS, durable=False, **facts)
 
     def finished(self, facts: PhaseFacts) -> None:
         """Persist what a report says of a phase; a phase completed earlier stays as it was."""

@@ -18,8 +18,9 @@ from .files import FileSnapshot, OutsideRoot, file_problems
 from .git import changed_files, changed_since
 from .handoff import Handoff, parse_handoff
 from .plan import Phase, Plan
-from .process import groups_file, run_process
+from .process import PhaseLog, RunningRecord, run_process, running_record_path
 from .runtimes import AgentRequest, AgentResult, Runtime
+from .state.lock import SessionPaths
 from .state.model import Tokens
 
 
@@ -112,13 +113,26 @@ class PhaseRunner:
         self.config = config
         self.runtime = runtime
         self.prompt = prompt
+        self._base_env: dict[str, str] | None = None
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
         log = log_path(cfg.log_dir, phase.id)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
-        groups_file(log).unlink(missing_ok=True)  # groups of an earlier run of the phase ended
+        session = SessionPaths.for_plan(cfg.log_dir, cfg.plan, cfg.root).name
+        with (
+            RunningRecord(running_record_path(cfg.log_dir, session, os.getpid())) as record,
+            PhaseLog.hold(log, record) as out,
+        ):
+            record.start(phase.id)  # on disk before the phase runs anything
+            outcome = self._run(phase, out)
+            # Only a phase that ended is cleared: after an exception the next run finds it
+            # interrupted, as it may well be.
+            record.clear()
+        return outcome
+
+    def _run(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
+        cfg = self.config
+        log = out.path
         started = time.time()
         blocked = self._preflight(phase, log)
         if blocked is not None:
@@ -137,7 +151,7 @@ class PhaseRunner:
                 break
             if attempts:
                 before.restore()  # what the failed attempt left half-done
-            attempt = self._attempt(phase, number, attempts[-1] if attempts else None, log, before)
+            attempt = self._attempt(phase, number, attempts[-1] if attempts else None, out, before)
             attempts.append(attempt)
             if attempt.ok:
                 unverified = cfg.agent_cli and not attempt.checked
@@ -149,20 +163,24 @@ class PhaseRunner:
         return PhaseOutcome(phase.id, "failed", tuple(attempts), log, started, time.time())
 
     def env(self, phase: Phase, attempt: int) -> dict[str, str]:
-        return {
-            **os.environ,
-            "MAESTRO_PHASE_ID": phase.id,
-            "MAESTRO_PLAN": str(self.config.plan.path.resolve()),
-            "MAESTRO_ROOT": str(self.config.root),
-            "MAESTRO_ATTEMPT": str(attempt),
-        }
+        if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
+            self._base_env = {
+                **os.environ,
+                "MAESTRO_PLAN": str(self.config.plan.path.resolve()),
+                "MAESTRO_ROOT": str(self.config.root),
+            }
+        return {**self._base_env, "MAESTRO_PHASE_ID": phase.id, "MAESTRO_ATTEMPT": str(attempt)}
 
     def _attempt(
-        self, phase: Phase, number: int, previous: Attempt | None, log: Path, before: FileSnapshot
+        self,
+        phase: Phase,
+        number: int,
+        previous: Attempt | None,
+        out: PhaseLog,
+        before: FileSnapshot,
     ) -> Attempt:
         cfg = self.config
-        with log.open("a") as out:
-            out.write(f"=== attempt {number} ===\n")
+        out.write_line(f"=== attempt {number} ===")
         env = self.env(phase, number)
         request = AgentRequest(
             phase,
@@ -171,7 +189,7 @@ class PhaseRunner:
             cfg.root,
             env,
             self._timeout(phase),
-            log,
+            out.path,
             agent=cfg.agent,
             model=cfg.model,
             autonomous=cfg.autonomous,
@@ -183,7 +201,7 @@ class PhaseRunner:
             request,
             max_wait=cfg.max_wait,
             ask_again=cfg.agent_cli,
-            note=lambda line: _append(log, line),
+            note=out.write_line,
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)
@@ -205,7 +223,7 @@ class PhaseRunner:
         return Attempt(
             number,
             agent,
-            self._checks(phase, env, log),
+            self._checks(phase, env, out.path),
             tuple(problems),
             call.tokens,
             outside,
@@ -243,11 +261,10 @@ class PhaseRunner:
 
     def _preflight(self, phase: Phase, log: Path) -> Attempt | None:
         """A failing blocking assumption ends the phase as BLOCKED without an agent call."""
-        env: dict[str, str] | None = None  # copied when first needed: not free on short phases
         for assumption in phase.assumptions:
             if assumption.verify is None:
                 continue
-            env = env or self.env(phase, 0)
+            env = self.env(phase, 0)
             result = run_process(
                 ["bash", "-c", assumption.verify],
                 cwd=self.config.root,
@@ -267,8 +284,3 @@ class PhaseRunner:
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult("blocked", message), (failure,))
         return None
-
-
-def _append(log: Path, line: str) -> None:
-    with log.open("a") as out:
-        out.write(line + "\n")

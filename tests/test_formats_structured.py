@@ -461,9 +461,9 @@ def test_schema_is_valid_and_covers_the_documented_fields() -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert set(schema["properties"]) == {"$schema", "title", "root", "context", "tags", "phases"}
     assert set(schema["$defs"]["phase"]["properties"]) == {
-        "id", "name", "agent", "model", "blocked_by", "files", "reads", "run", "acceptance",
-        "description", "prompt", "parallel", "timeout", "max_retries", "estimate", "tags", "runtime",
-        "assumptions", "fallback", "rollback_triggers", "constraints", "budget_usd",
+        "id", "name", "agent", "model", "runtime", "blocked_by", "files", "reads", "run",
+        "acceptance", "description", "prompt", "parallel", "timeout", "max_retries", "estimate",
+        "tags", "assumptions", "fallback", "rollback_triggers", "constraints", "budget_usd",
     }  # fmt: skip
     shipped = REPO / "pytest_maestro" / "plan" / "native.schema.json"
     assert json.loads(shipped.read_text()) == schema

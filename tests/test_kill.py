@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import signal
@@ -12,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.process import end_recorded_groups, record_group
+from pytest_maestro.process import RunningRecord, boot_ticks, end_groups, read_running_record
 from pytest_maestro.state import Status, read_session
+from pytest_maestro.state.journal import read_journal
 
 from .helpers import write_plan
 
@@ -89,55 +92,109 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
     assert done_before, "no kill came late enough to find a completed phase"
 
 
+# How a run is killed: with or without -n, and whether the controller's own record of the phase's
+# start reached the disk. It does not wait for that record: the phase's runner (a worker under -n)
+# has its own on disk before the phase runs anything, and the next run must find the phase by it.
+KILLS = [
+    pytest.param((), False, id="in-order"),
+    pytest.param(("-n", "2"), False, id="n2"),
+    pytest.param((), True, id="in-order-start-unrecorded"),
+    pytest.param(("-n", "2"), True, id="n2-start-unrecorded"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "lose_start"),
+    [*KILLS, pytest.param(("-n", "2", "--maestro-fresh"), False, id="n2-then-fresh")],
+)
 @pytest.mark.slow
-def test_next_run_ends_the_commands_a_killed_run_left_running(pytester: pytest.Pytester) -> None:
+def test_next_run_ends_the_commands_a_killed_run_left_running(
+    pytester: pytest.Pytester, options: tuple[str, ...], lose_start: bool
+) -> None:
     # Commands lead their own sessions, so SIGKILL to pytest's group does not reach them; the
     # next run must end them before it runs their phase again, or two copies would write at once.
-    run = ['echo "start $$" >> phase.log; sleep 2; echo "end $$" >> phase.log']
+    # The killed run's command would sleep a minute; the next run's does not sleep.
+    run = [
+        'if rm first 2>/dev/null; then d=60; else d=0; fi; echo "start $$" >> phase.log; '
+        'sleep $d; echo "end $$" >> phase.log'
+    ]
     write_plan(pytester, [{"id": "slow", "run": run, "max_retries": 0}])
+    (pytester.path / "first").touch()
     log = pytester.path / "phase.log"
-    result = _kill_once_started_then_rerun(pytester.path, log)
-    assert result.returncode == 0, result.stdout[-2000:]
-    lines = log.read_text().split("\n")
-    first, second = (line.split()[1] for line in lines if line.startswith("start"))
-    _wait_until_ended(int(first))  # ended by the new run, else it writes its end and exits
-    lines = log.read_text().split("\n")
-    assert f"end {second}" in lines
-    assert f"end {first}" not in lines, "the killed run's command ran on beside the new one"
+    result = _kill_once_started_then_rerun(pytester.path, log, options, lose_start)
+    first, second = (line.split()[1] for line in log.read_text().split("\n") if "start" in line)
+    try:
+        assert result.returncode == 0, result.stdout[-2000:]
+        assert f"end {second}" in log.read_text().split("\n")
+        assert _ended(int(first)), "the killed run's command ran on beside the new one"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(first), signal.SIGKILL)
 
 
-def _wait_until_ended(pid: int, limit: float = 30.0) -> None:
-    """Until the process has exited (a zombie has: it only waits to be reaped)."""
-    deadline = time.monotonic() + limit
+def _ended(pid: int, within: float = 10.0) -> bool:
+    """Whether ``pid`` is gone or a zombie, once or within ``within`` seconds."""
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rsplit(")", 1)[-1].split()[0] == "Z":
-                    return
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except FileNotFoundError:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} still runs after {limit} s")
+            return True
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_only_the_recorded_group_is_ended(tmp_path: Path) -> None:
+    before = boot_ticks()
     sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    after = boot_ticks()
     try:
-        groups = tmp_path / "phase.groups"
-        groups.write_text(f"{sleeper.pid} 1\n")  # the same pid, another start time: reused
-        assert end_recorded_groups(groups) == []
-        assert sleeper.poll() is None and not groups.exists()
-        record_group(groups, sleeper.pid)
-        assert end_recorded_groups(groups) == [sleeper.pid]
+        assert end_groups([f"{sleeper.pid} 1 1"]) == []  # the same pid, started earlier: reused
+        assert end_groups([f"{sleeper.pid}"]) == []  # its start unknown: left alone
+        assert sleeper.poll() is None
+        with RunningRecord(tmp_path / "x.running") as record:
+            record.start("phase")
+            record.add_group(sleeper.pid, before, after)
+        left = read_running_record(tmp_path / "x.running")
+        assert left.phase == "phase"
+        assert end_groups(left.groups) == [sleeper.pid]
         assert sleeper.wait(timeout=10) == -signal.SIGKILL
     finally:
         sleeper.kill()
         sleeper.wait()
 
 
-def _kill_once_started_then_rerun(root: Path, started: Path) -> subprocess.CompletedProcess[str]:
-    """Run the plan, SIGKILL pytest's process group once ``started`` exists, run it again."""
-    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
+def test_a_running_record_holds_only_what_runs_now(tmp_path: Path) -> None:
+    path = tmp_path / "x.running"
+    with RunningRecord(path) as record:
+        record.start("first phase")
+        record.add_group(101, 5, 6)
+        record.add_group(102, 7, 7)
+        assert read_running_record(path).groups == ("101 5 6", "102 7 7")
+        record.clear()
+        assert read_running_record(path).phase is None
+        record.start("second")  # shorter than what it overwrites
+        record.add_group(103, None, None)
+    left = read_running_record(path)
+    assert (left.phase, left.groups) == ("second", ("103",))
+    with RunningRecord(path) as again:  # opened again: the file is not made anew
+        assert read_running_record(path).phase == "second"
+        again.start("third")
+    assert read_running_record(path).phase == "third"
+
+
+def _kill_once_started_then_rerun(
+    root: Path, started: Path, options: tuple[str, ...] = (), lose_start: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run the plan, SIGKILL pytest's process group once ``started`` exists, run it again.
+
+    ``lose_start``: before the second run, take out of the journal the records of phases starting,
+    which the controller does not sync: as if the machine had gone down before they reached
+    the disk.
+    """
+    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q", *options]
     env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
     killed = subprocess.Popen(
         command,
@@ -152,11 +209,35 @@ def _kill_once_started_then_rerun(root: Path, started: Path) -> subprocess.Compl
         time.sleep(0.02)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
+    if lose_start:
+        _lose_records_of_starts(root)
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
 
 
+def _lose_records_of_starts(root: Path) -> None:
+    (journal,) = (root / ".maestro").glob("plan-*.journal")
+    kept = [
+        entry
+        for entry in read_journal(journal)[0]
+        if not (entry.get("op") == "record" and entry.get("status") == "in_progress")
+    ]
+    assert len(kept) < len(read_journal(journal)[0]), "no start was recorded"
+    journal.write_text("".join(json.dumps(entry) + "\n" for entry in kept))
+    assert not any(
+        p.status is Status.IN_PROGRESS for p in read_session(_snapshot(root)).phases.values()
+    )
+
+
+def _snapshot(root: Path) -> Path:
+    (found,) = (root / ".maestro").glob("plan-*.md")
+    return found
+
+
+@pytest.mark.parametrize(("options", "lose_start"), KILLS)
 @pytest.mark.slow
-def test_files_of_an_interrupted_phase_are_restored_from_git(pytester: pytest.Pytester) -> None:
+def test_files_of_an_interrupted_phase_are_restored_from_git(
+    pytester: pytest.Pytester, options: tuple[str, ...], lose_start: bool
+) -> None:
     root = pytester.path
     (root / "data.txt").write_text("original\n")
     (root / ".gitignore").write_text(".maestro/\nseen.log\nstarted\n")
@@ -173,7 +254,7 @@ def test_files_of_an_interrupted_phase_are_restored_from_git(pytester: pytest.Py
         "echo done >> data.txt",
     ]
     write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
-    result = _kill_once_started_then_rerun(root, root / "started")
+    result = _kill_once_started_then_rerun(root, root / "started", options, lose_start)
     assert result.returncode == 0, result.stdout[-2000:]
     # The rerun found the file as git had it, not as the killed attempt left it.
     assert (root / "seen.log").read_text() == "original\noriginal\n"

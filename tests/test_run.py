@@ -8,6 +8,10 @@ import time
 import pytest
 from pytest import LineMatcher
 
+from pytest_maestro.process import read_running_record
+from pytest_maestro.state import read_session
+from pytest_maestro.state.resume import INTERRUPTED
+
 from .helpers import phase, write_plan
 
 
@@ -375,3 +379,84 @@ def test_runtime_no_plugin_provides_is_refused_before_running(pytester: pytest.P
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / "a.ran").exists()
+
+
+# Notes, in the controller, what the journal held at each sync, and whether each phase's report
+# found its record among what the last sync covered.
+SYNC_WATCH = """
+from pathlib import Path
+
+from pytest_maestro.state import journal
+from pytest_maestro.state.journal import read_journal
+
+SYNCED = []
+ON_WORKER = False
+sync_data = journal._sync_data
+
+
+def sync_and_note(fd):
+    sync_data(fd)
+    (path,) = Path(".maestro").glob("plan-*.journal")
+    SYNCED.append(read_journal(path)[0])
+
+
+journal._sync_data = sync_and_note
+
+
+def pytest_configure(config):
+    global ON_WORKER
+    ON_WORKER = hasattr(config, "workerinput")
+
+
+def pytest_runtest_logreport(report):
+    if ON_WORKER or report.when != "call":
+        return
+    phase = report.nodeid.rsplit("::", 1)[1]
+    status = "completed" if report.passed else "failed"
+    last = SYNCED[-1] if SYNCED else []
+    synced = any(e.get("phase") == phase and e.get("status") == status for e in last)
+    with open("reports.txt", "a") as out:
+        out.write(f"{phase} {status} {synced}\\n")
+
+
+def pytest_unconfigure(config):
+    if not ON_WORKER:
+        newest = [entries[-1].get("status") for entries in SYNCED if entries]
+        Path("syncs.txt").write_text(" ".join(str(status) for status in newest))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_finished_phase_is_on_disk_before_its_report_and_a_start_waits_for_no_sync(
+    pytester: pytest.Pytester, workers: int
+) -> None:
+    pytester.makeconftest(SYNC_WATCH)
+    phases = [phase(f"p{n}", "true") for n in range(6)] + [phase("bad", "false", max_retries=0)]
+    write_plan(pytester, phases)
+    args = ["--maestro", "plan.yaml", "-p", "no:hypothesispytest"]
+    result = pytester.runpytest_subprocess(*args, *(["-n", str(workers)] if workers else []))
+    result.assert_outcomes(passed=6, failed=1)
+    reports = (pytester.path / "reports.txt").read_text().split("\n")
+    expected = [f"p{n} completed True" for n in range(6)] + ["bad failed True"]
+    assert sorted(filter(None, reports)) == sorted(expected)
+    # Each sync took the newest record to the disk because something was to act on it; none was
+    # for a phase's start, which the controller recorded without waiting for the disk.
+    newest = (pytester.path / "syncs.txt").read_text().split()
+    assert "in_progress" not in newest
+    assert newest.count("completed") == 6 and newest.count("failed") == 1
+
+
+def test_a_phase_that_ended_is_not_taken_for_interrupted_by_the_next_run(
+    pytester: pytest.Pytester,
+) -> None:
+    write_plan(pytester, [phase("ok", "true"), phase("bad", "touch bad.ran; false", max_retries=0)])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1, failed=1)
+    (record,) = (pytester.path / ".maestro" / "logs").glob("*.running")
+    assert read_running_record(record).phase is None  # cleared when the phase ended
+    # Another process, so another record: this one is read and dropped.
+    again = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-p", "no:hypothesispytest")
+    again.assert_outcomes(failed=1, skipped=1)
+    assert not record.exists()
+    (snapshot,) = (pytester.path / ".maestro").glob("plan-*.md")
+    errors = [e.message for p in read_session(snapshot).phases.values() for e in p.errors]
+    assert INTERRUPTED not in errors

@@ -32,8 +32,11 @@ from pytest_maestro.state import (
     fingerprints,
     read_session,
 )
+from pytest_maestro.state import journal as journal_module
 from pytest_maestro.state import store as store_module
 from pytest_maestro.state.document import dump_yaml, parse_session
+from pytest_maestro.state.journal import read_journal
+from pytest_maestro.state.resume import INTERRUPTED
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -84,6 +87,11 @@ def frontmatter(path: Path) -> dict[str, Any]:
 
 def body(path: Path) -> str:
     return path.read_text(encoding="utf-8").split("\n---\n", 1)[1]
+
+
+def journal_lines(path: Path) -> list[bytes]:
+    """The journal's lines, without the zeros written ahead of them."""
+    return path.read_bytes().rstrip(b"\0").splitlines()
 
 
 def child(root: Path, code: str, **popen: object) -> subprocess.Popen[str]:
@@ -400,7 +408,7 @@ def test_each_transition_is_on_disk_when_record_returns(tmp_path: Path) -> None:
         complete(store, "a")
         store.record("b", "in_progress")
         assert store.path.read_text(encoding="utf-8") == snapshot  # the snapshot did not move
-        lines = store.paths.journal.read_bytes().splitlines()
+        lines = journal_lines(store.paths.journal)
         assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3]
         replayed = read_session(store.path)  # another reader: snapshot + journal
         assert replayed.phases["a"].status is Status.COMPLETED
@@ -456,6 +464,82 @@ def test_torn_last_journal_line_is_ignored(tmp_path: Path) -> None:
         assert read_session(paths.snapshot).phases["b"].status is Status.IN_PROGRESS
 
 
+def test_appends_overwrite_zeros_written_ahead(tmp_path: Path) -> None:
+    """An append that leaves the file's size alone syncs without a file-system journal commit."""
+    with open_store(tmp_path) as store:
+        store.record("a", "in_progress")
+        size = store.paths.journal.stat().st_size
+        complete(store, "d")
+        store.record("a", "failed", result="x" * 1000)
+        assert (
+            store.paths.journal.stat().st_size
+            == size
+            > len(b"".join(journal_lines(store.paths.journal)))
+        )
+        assert len(read_journal(store.paths.journal)[0]) == 4
+    assert store.paths.journal.read_bytes() == b""  # folded at close: no zeros left behind
+
+
+def test_a_record_not_durable_goes_to_disk_with_the_next_durable_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[list[int]] = []  # the seqs the journal file held at each sync
+    sync_data = journal_module._sync_data
+
+    def sync_and_note(fd: int) -> None:
+        sync_data(fd)
+        synced.append([entry["seq"] for entry in read_journal(store.paths.journal)[0]])
+
+    with open_store(tmp_path) as store:
+        monkeypatch.setattr(journal_module, "_sync_data", sync_and_note)
+        store.record("a", "in_progress", durable=False)
+        store.record("d", "in_progress", durable=False)
+        assert synced == []
+        store.record("a", "completed")
+        assert synced == [[1, 2, 3]]  # one sync for the three
+        store.record("d", "failed")
+        assert synced == [[1, 2, 3], [1, 2, 3, 4]]
+        monkeypatch.undo()
+    assert read_session(store.path).phases["d"].status is Status.FAILED
+
+
+def test_a_record_not_durable_survives_the_death_of_its_process(tmp_path: Path) -> None:
+    done = run_child(
+        tmp_path,
+        """
+        store = open_store(root)
+        store.record("a", "in_progress", durable=False)
+        os._exit(0)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    with open_store(tmp_path) as store:
+        assert [i.id for i in store.interrupted] == ["a"]
+
+
+def test_interrupt_resets_what_other_records_say_was_running(tmp_path: Path) -> None:
+    """A worker's record of a start, where the session's own record of it never reached the disk:
+    the phase is reset and reported interrupted, unless the session has it completed."""
+    with open_store(tmp_path) as first:
+        complete(first, "a")
+        first.record("b", "in_progress")
+        first.record("b", "failed")
+    files = demo_plan().phase("a").files
+    with open_store(tmp_path) as store:
+        assert store.interrupted == ()
+        reset = store.interrupt(
+            [Interrupted("a", files), Interrupted("b", Files()), Interrupted("d", Files())]
+        )
+        assert [i.id for i in reset] == ["b", "d"]  # a ended before the kill: it completed
+        assert store.interrupted == reset
+        assert store.interrupt([Interrupted("b", Files())]) == ()  # once is enough
+        assert store.phase("b").status is Status.PENDING
+        assert store.phase("b").errors[-1].message == INTERRUPTED
+        assert store.completed_earlier("a") is not None
+    doc = read_session(store.path)
+    assert [doc.phases[p].errors[-1].message for p in "bd"] == [INTERRUPTED, INTERRUPTED]
+
+
 def test_entries_already_in_the_snapshot_are_not_applied_twice(tmp_path: Path) -> None:
     """A crash after the snapshot was written but before the journal was emptied."""
     with open_store(tmp_path) as store:
@@ -478,7 +562,7 @@ def test_compaction_keeps_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             store.record("a", "in_progress", attempts=attempt, tokens={"input": 1})
             store.record("a", "failed", errors=[{"message": f"attempt {attempt}"}])
         complete(store, "d")
-        assert len(store.paths.journal.read_bytes().splitlines()) <= 5
+        assert len(journal_lines(store.paths.journal)) <= 5
         assert frontmatter(store.path)["journal_seq"] >= 5
         before = store.phases()
         assert read_session(store.path).phases == {p.id: p for p in before}

@@ -2,7 +2,7 @@
 
 Each journal line is one JSON object with a ``seq`` above the snapshot's ``journal_seq``; entries at
 or below it are already in the snapshot (a crash between writing the snapshot and emptying the
-journal), and a line a kill cut short is skipped.
+journal), and a line a kill cut short is skipped. Zero bytes written ahead follow the last line.
 """
 
 from __future__ import annotations
@@ -57,36 +57,74 @@ def atomic_write(path: Path, text: str) -> None:
 
 # fdatasync flushes the data and the size an append changed, without the rest of the inode.
 _sync_data = getattr(os, "fdatasync", os.fsync)
+# Zeros written ahead of the journal's last line: an append that overwrites them leaves the file's
+# size alone, so syncing it flushes the data without a file-system journal commit (on ext4 about
+# 0.1 ms instead of 3). Writing more zeros, every so many appends, costs one such commit.
+_AHEAD = 256 * 1024
 
 
 class Journal:
-    """Append-only JSON lines; each append is on disk before it returns."""
+    """Append-only JSON lines, then zeros. An append is on disk when it returns, unless it is not
+    ``durable``: then it is on disk with the next durable append (one sync for both), or ``sync``.
+    """
 
     def __init__(self, path: Path) -> None:
         existed = path.exists()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0)
         self._fd = os.open(path, flags, 0o644)
         if not existed:
             fsync_dir(path.parent)
+        data = path.read_bytes() if existed else b""
+        lines = data.rstrip(b"\0")
+        self._size = len(data)  # of the file: lines, then zeros
+        self._end = len(lines)  # where the next line goes
+        self._torn = bool(lines) and not lines.endswith(b"\n")  # a line a kill cut short
+        self._unsynced = False
+        os.lseek(self._fd, self._end, os.SEEK_SET)
 
-    def append(self, entry: dict[str, Any]) -> None:
-        data = memoryview((json.dumps(entry, separators=(",", ":")) + "\n").encode())
-        while data:
-            data = data[os.write(self._fd, data) :]
-        _sync_data(self._fd)
+    def append(self, entry: dict[str, Any], *, durable: bool = True) -> None:
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        data = (("\n" if self._torn else "") + line).encode()
+        self._torn = False
+        end = self._end + len(data)
+        if end <= self._size:
+            self._write(data)
+        else:
+            self._size = end + _AHEAD
+            self._write(data + bytes(_AHEAD))
+            os.lseek(self._fd, end, os.SEEK_SET)  # the next line overwrites the zeros
+        self._end = end
+        self._unsynced = True
+        if durable:
+            self.sync()
+
+    def sync(self) -> None:
+        """Put on disk what appends that were not durable wrote."""
+        if self._unsynced:
+            _sync_data(self._fd)
+            self._unsynced = False
 
     def truncate(self) -> None:
         os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self._size = self._end = 0
+        self._torn = False
         _sync_data(self._fd)
+        self._unsynced = False
 
     def close(self) -> None:
         os.close(self._fd)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
 
 
 def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
     """The journal's entries, and how many lines were unreadable (a write torn by a kill)."""
     try:
-        data = path.read_bytes()
+        data = path.read_bytes().rstrip(b"\0")
     except FileNotFoundError:
         return [], 0
     entries: list[dict[str, Any]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -32,7 +33,7 @@ from pytest_maestro.state.model import (
     as_time,
     now,
 )
-from pytest_maestro.state.resume import CHANGED, Interrupted, load, reconcile
+from pytest_maestro.state.resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
 
 # The journal is folded into the snapshot past this many entries per phase (and at least
 # _MIN_JOURNAL): a snapshot costs O(phases), so its share of each transition stays constant.
@@ -107,7 +108,11 @@ def _clean_facts(facts: dict[str, Any], at: str, phase: PhaseState) -> dict[str,
 
 
 class SessionStore:
-    """The session of one plan, held by one process. Every write is on disk when it returns."""
+    """The session of one plan, held by one process.
+
+    Every write is on disk when it returns, but a ``record`` made with ``durable=False``: that one
+    goes to the disk with the next write that is durable (one sync for both), or with ``close``.
+    """
 
     def __init__(
         self,
@@ -228,8 +233,11 @@ class SessionStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def record(self, phase_id: str, status: Status | str, **facts: Any) -> PhaseState:
-        """Move a phase to ``status`` with the facts of that move; on disk when it returns.
+    def record(
+        self, phase_id: str, status: Status | str, *, durable: bool = True, **facts: Any
+    ) -> PhaseState:
+        """Move a phase to ``status`` with the facts of that move; on disk when it returns unless
+        not ``durable`` (for a move that something else already holds on disk).
 
         Facts: started, completed (ISO 8601 or datetime; filled in when omitted), attempts, worker,
         result, agent, errors (appended), files_created/modified/deleted (merged), tokens (added),
@@ -244,7 +252,8 @@ class SessionStore:
         elif new in _FINISHED:
             facts.setdefault("completed", at)
         clean = _clean_facts(facts, at, old)
-        self._write({"op": "record", "phase": phase_id, "status": new.value, "facts": clean}, at)
+        change = {"op": "record", "phase": phase_id, "status": new.value, "facts": clean}
+        self._write(change, at, durable=durable)
         return self._doc.phases[phase_id]
 
     def reset(self, phase_id: str, reason: str = CHANGED) -> PhaseState:
@@ -253,6 +262,26 @@ class SessionStore:
         self._write({"op": "reset", "phase": phase_id, "reason": reason}, now())
         self._earlier.pop(phase_id, None)
         return self._doc.phases[phase_id]
+
+    def interrupt(self, phases: Iterable[Interrupted]) -> tuple[Interrupted, ...]:
+        """Reset phases that a killed run's processes say they were running, where the session's
+        own record of their start may never have reached the disk; not those the session has
+        completed, which ended before the kill. Adds those it resets to ``interrupted`` and
+        returns them; on disk when it returns.
+        """
+        known = {phase.id for phase in self.interrupted}
+        new: list[Interrupted] = []
+        for phase in phases:
+            state = self._doc.phases.get(phase.id)
+            if state is None or state.status is Status.COMPLETED or phase.id in known:
+                continue
+            known.add(phase.id)
+            new.append(phase)
+            change = {"op": "reset", "phase": phase.id, "reason": INTERRUPTED}
+            self._write(change, now(), durable=False)
+        self._journal.sync()  # one sync for them all
+        self.interrupted += tuple(new)
+        return tuple(new)
 
     def stop(self, reason: str) -> None:
         """The circuit breaker stopped the session: status ``stopped``, with the reason."""
@@ -301,11 +330,12 @@ class SessionStore:
             return "completed"
         return "failed" if statuses & {Status.FAILED, Status.BLOCKED} else "in_progress"
 
-    def _write(self, change: dict[str, Any], at: str) -> None:
+    def _write(self, change: dict[str, Any], at: str, *, durable: bool = True) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.paths.snapshot} is closed")
         entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
-        self._journal.append(entry)  # on disk before the state in memory (or any report) moves
+        # On disk before the state in memory (or any report) moves, when durable.
+        self._journal.append(entry, durable=durable)
         apply_entry(self._doc, entry)
         self._unfolded += 1
         if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
