@@ -94,6 +94,8 @@ class Recorder:
             )
         if facts.downstream:
             record["downstream_context"] = facts.downstream
+        if facts.unverified:
+            record["unverified"] = True
         if status is Status.COMPLETED:  # its declared files passed the spot check
             files = self.plan.phase(phase_id).files
             record.update(

@@ -129,6 +129,28 @@ def test_a_passing_phase_without_a_check_is_unverified(pytester: pytest.Pytester
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*phase 'p' passed unverified*"])
     assert 'name="maestro.p.unverified" value="True"' in (pytester.path / "out.xml").read_text()
+    assert session(pytester).phases["p"].unverified
+    [snapshot] = (pytester.path / ".maestro").glob("plan-*.md")
+    assert "unverified: true" in snapshot.read_text()
+
+
+def test_a_failed_check_goes_to_the_next_attempt_s_prompt(pytester: pytest.Pytester) -> None:
+    check = {
+        "criterion": "the second try",
+        "check": 'echo "try $MAESTRO_ATTEMPT"; test "$MAESTRO_ATTEMPT" = 2',
+    }
+    write_plan(
+        pytester,
+        [agent_phase("p", "do it", reads=["R"], acceptance=[check], fallback="Try harder.")],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-runtime=claude")
+    result.assert_outcomes(passed=1)
+    first, second = prompts(pytester, "p")
+    assert "- [ ] the second try: `echo" in first  # the criterion, with its command
+    assert "check failed: the second try (`echo" in second
+    assert "exit 1)\n    try 1\n" in second  # the check's own output
+    assert "## Fallback strategy\nTry harder." in second
+    assert not session(pytester).phases["p"].unverified
 
 
 def test_changes_outside_the_declared_files_are_reported_and_fail_when_strict(

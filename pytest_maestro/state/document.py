@@ -286,6 +286,8 @@ def _phase_section(phase: PhaseState) -> list[str]:
         lines.append(f"- Tokens: {t.input} in, {t.output} out, {t.cached} cached")
     if phase.result:
         lines += ["- Result:", *(f"  > {line}" for line in phase.result.splitlines())]
+    if phase.unverified:
+        lines.append("- Unverified: no acceptance command checked the agent's work")
     for key, value in phase.downstream_context.items():
         shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
         lines.append(f"- {key.replace('_', ' ').capitalize()}: {' '.join(shown.split())}")

@@ -203,6 +203,7 @@ _NEW_RUN: dict[str, Any] = {
     "files_created": (),
     "files_modified": (),
     "files_deleted": (),
+    "unverified": False,
 }
 
 
@@ -214,7 +215,7 @@ def _apply_record(doc: SessionDoc, old: PhaseState, entry: Mapping[str, Any]) ->
         # A new run of the phase: what the last run produced no longer describes it.
         changes.update(_NEW_RUN, downstream_context={})
         doc.current_phase = old.id
-    for key in ("started", "completed", "worker", "result", "attempts"):
+    for key in ("started", "completed", "worker", "result", "attempts", "unverified"):
         if key in facts:
             changes[key] = facts[key]
     for key in ("files_created", "files_modified", "files_deleted"):

@@ -133,6 +133,7 @@ class PhaseState:
     worker: str | None = None
     definition: str | None = None
     tokens: Tokens = Tokens()
+    unverified: bool = False  # completed on the agent's word: no acceptance command checked it
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> PhaseState:
@@ -167,6 +168,7 @@ class PhaseState:
             worker=None if raw.get("worker") is None else str(raw["worker"]),
             definition=None if raw.get("definition") is None else str(raw["definition"]),
             tokens=Tokens.from_mapping(raw.get("tokens")),
+            unverified=raw.get("unverified") is True,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,6 +192,7 @@ class PhaseState:
             "worker": self.worker,
             "definition": self.definition,
             "tokens": self.tokens.to_dict(),
+            **({"unverified": True} if self.unverified else {}),
         }
 
 

@@ -54,7 +54,7 @@ _FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
 _FILE_FACTS = ("files_created", "files_modified", "files_deleted")
 _TEXT_FACTS = ("worker", "result", "agent")
 _FACTS = frozenset(
-    {"started", "completed", "attempts", "errors", "tokens", "downstream_context"}
+    {"started", "completed", "attempts", "errors", "tokens", "downstream_context", "unverified"}
     | set(_FILE_FACTS)
     | set(_TEXT_FACTS)
 )
@@ -83,6 +83,8 @@ def _clean_fact(key: str, value: Any, at: str, agent: str) -> Any:
         return as_time(value)
     if key == "attempts":
         return int(value)
+    if key == "unverified":
+        return bool(value)
     if key in _TEXT_FACTS:
         return None if value is None else str(value)
     if key in _FILE_FACTS:
