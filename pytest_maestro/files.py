@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import os
+import re
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,16 +42,94 @@ class FileSnapshot:
         before = dict(self.contents).get(relative)
         return _read(inside(self.root, relative)) != before
 
-    def restore(self) -> None:
-        """Put declared files back as they were: what the attempt created goes away."""
+    def restore(self, keep: Path) -> list[Restored]:
+        """Put the declared files back as they were, and only those. What a restore replaces is
+        not thrown away: it is moved under ``keep`` first, at the same relative path."""
+        restored = []
         for relative, content in self.contents:
             path = inside(self.root, relative)
-            if content is None:
-                if path.is_file() or path.is_symlink():
-                    path.unlink()
-            elif _read(path) != content:
+            now = _read(path)
+            if now == content and (content is not None or not path.is_symlink()):
+                continue
+            kept = None
+            if now is not None or path.is_symlink():
+                kept = keep / relative
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, kept)
+            if content is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content)
+            restored.append(Restored(relative, kept))
+        return restored
+
+    def save(self, archive: Path) -> None:
+        """The pre-images on disk (one tar, synced), before the phase changes anything: a killed
+        run's next run restores from them, never from git, which would lose the user's work."""
+        manifest = {relative: content is not None for relative, content in self.contents}
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        tmp = archive.with_name(archive.name + ".tmp")
+        with open(tmp, "wb") as handle:
+            with tarfile.open(fileobj=handle, mode="w") as tar:
+                _add(tar, "manifest.json", json.dumps(manifest).encode())
+                for index, (_, content) in enumerate(self.contents):
+                    if content is not None:
+                        _add(tar, f"files/{index}", content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, archive)
+
+    @classmethod
+    def load(cls, root: Path, archive: Path) -> FileSnapshot | None:
+        """The pre-images saved in ``archive``; None when there are none (or unreadable)."""
+        try:
+            with tarfile.open(archive) as tar:
+                manifest = json.loads(_member(tar, "manifest.json"))
+                contents = tuple(
+                    (relative, _member(tar, f"files/{index}") if present else None)
+                    for index, (relative, present) in enumerate(manifest.items())
+                )
+        except (OSError, tarfile.TarError, KeyError, ValueError, AttributeError):
+            return None
+        return cls(root, contents)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A declared file put back; ``kept``: where the content it replaced went (None: absent)."""
+
+    path: str
+    kept: Path | None
+
+    def line(self, cwd: Path) -> str:
+        if self.kept is None:
+            return f"restored {self.path}"
+        try:
+            shown = self.kept.relative_to(cwd)
+        except ValueError:
+            shown = self.kept
+        return f"restored {self.path} (the content it replaced is kept at {shown})"
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _member(tar: tarfile.TarFile, name: str) -> bytes:
+    handle = tar.extractfile(name)
+    if handle is None:
+        raise KeyError(name)
+    return handle.read()
+
+
+def file_stem(phase_id: str) -> str:
+    """A file name for a phase's log and pre-images: its id where that is safe, else a safe
+    form with a short hash, so distinct ids never share a file (``a b``, ``a_b``, ``a/b``)."""
+    safe = re.sub(r"[^\w.-]+", "_", phase_id).lstrip(".")[:100]
+    if safe == phase_id:
+        return safe
+    return f"{safe}-{hashlib.sha256(phase_id.encode()).hexdigest()[:10]}"
 
 
 def _read(path: Path) -> bytes | None:
@@ -97,25 +181,3 @@ def _git_status(root: Path, path: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
-
-
-def restore_from_git(root: Path, paths: tuple[str, ...]) -> list[str]:
-    """Put back, from git's index, the files git knows; returns those it restored.
-
-    Used for the declared files of a phase a killed run left half-done. Files git does not know
-    are left alone: their earlier content (if any) is unknown, and they may be the user's.
-    """
-    restored = []
-    for path in paths:
-        known = _git(root, "ls-files", "--error-unmatch", "--", path)
-        if known and _git(root, "checkout", "--", path):
-            restored.append(path)
-    return restored
-
-
-def _git(root: Path, *args: str) -> bool:
-    try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0

@@ -76,6 +76,7 @@ class Orchestrator:
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         self.recorder = recorder
         self.budget.reset()  # --maestro-budget-usd caps this run
+        self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
         recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}

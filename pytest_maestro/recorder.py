@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from .facts import PhaseFacts
-from .files import restore_from_git
+from .files import FileSnapshot, Restored
 from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
+from .runner import preimage_path, replaced_dir
 from .state import Interrupted, SessionStore, Status, Tokens
 from .state.journal import fsync_dir
+from .state.model import now
 
 
 class Recorder:
@@ -24,10 +26,12 @@ class Recorder:
         self.store = store
         self.plan = plan
         self.root = root
-        # Phases a killed run left half-done: what they still run is ended, then their files
-        # are put back from git, before anything runs. The session has them in progress, or the
-        # running records of the processes that ran them do (the controller does not wait for
-        # its record of a start to reach the disk; a worker does, before the phase runs).
+        # Phases a killed run left half-done: what they still run is ended, then their declared
+        # files are put back from the pre-images taken before their first attempt (never from
+        # git, which would lose the user's uncommitted work), before anything runs. The session
+        # has them in progress, or the running records of the processes that ran them do (the
+        # controller does not wait for its record of a start to reach the disk; a worker does,
+        # before the phase runs).
         left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
         if not fresh:  # a fresh session runs every phase anyway
             ids = set(plan.ids)
@@ -36,11 +40,13 @@ class Recorder:
             )
         for record in left:
             end_groups(record.groups)
-        self.restored = [
-            path
-            for phase in store.interrupted
-            for path in restore_from_git(root, phase.files.all())
-        ]
+        stamp = now().replace(":", "").replace("-", "")
+        self.restored: list[Restored] = []
+        for phase in store.interrupted:
+            before = FileSnapshot.load(root, preimage_path(log_dir, phase.id))
+            if before is not None:  # none: the phase had changed nothing yet
+                keep = replaced_dir(log_dir, phase.id, f"interrupted-{stamp}")
+                self.restored += before.restore(keep)
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
             record.path.unlink(missing_ok=True)

@@ -5,7 +5,6 @@ See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
-from .files import FileSnapshot, OutsideRoot, file_problems
+from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import changed_files, changed_since
 from .handoff import Handoff, parse_handoff
 from .plan import Phase, Plan
@@ -105,7 +104,17 @@ PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
 
 
 def log_path(log_dir: Path, phase_id: str) -> Path:
-    return log_dir / (re.sub(r"[^\w.-]+", "_", phase_id) + ".log")
+    return log_dir / f"{file_stem(phase_id)}.log"
+
+
+def preimage_path(log_dir: Path, phase_id: str) -> Path:
+    """Where a phase's declared files are kept as they were before its first attempt."""
+    return log_dir.parent / "preimages" / f"{file_stem(phase_id)}.tar"
+
+
+def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
+    """Where a restore moves what it replaces: ``why`` is the attempt or the interrupted run."""
+    return log_dir.parent / "replaced" / file_stem(phase_id) / why
 
 
 class PhaseRunner:
@@ -143,14 +152,18 @@ class PhaseRunner:
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
+        if before.contents:
+            before.save(preimage_path(cfg.log_dir, phase.id))
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
                 attempts.append(Attempt(number, AgentResult("failed", spent)))
                 break
-            if attempts:
-                before.restore()  # what the failed attempt left half-done
+            if attempts:  # what the failed attempt left half-done, kept aside
+                keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
+                for restored in before.restore(keep):
+                    out.write_line(f"--- {restored.line(cfg.root)}")
             attempt = self._attempt(phase, number, attempts[-1] if attempts else None, out, before)
             attempts.append(attempt)
             if attempt.ok:

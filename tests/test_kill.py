@@ -235,7 +235,7 @@ def _snapshot(root: Path) -> Path:
 
 @pytest.mark.parametrize(("options", "lose_start"), KILLS)
 @pytest.mark.slow
-def test_files_of_an_interrupted_phase_are_restored_from_git(
+def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     pytester: pytest.Pytester, options: tuple[str, ...], lose_start: bool
 ) -> None:
     root = pytester.path
@@ -247,6 +247,7 @@ def test_files_of_an_interrupted_phase_are_restored_from_git(
         ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"],
     ):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    (root / "data.txt").write_text("the user's edit\n")  # uncommitted: git cannot give it back
     # The phase records what it finds, then leaves its file half-written when killed.
     run = [
         "cat data.txt >> seen.log",
@@ -256,6 +257,12 @@ def test_files_of_an_interrupted_phase_are_restored_from_git(
     write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
     result = _kill_once_started_then_rerun(root, root / "started", options, lose_start)
     assert result.returncode == 0, result.stdout[-2000:]
-    # The rerun found the file as git had it, not as the killed attempt left it.
-    assert (root / "seen.log").read_text() == "original\noriginal\n"
-    assert (root / "data.txt").read_text() == "original\nhalf\ndone\n"
+    # The rerun found the file as the user left it, not as git has it nor as the killed attempt
+    # left it; and the half-written content was kept, not thrown away.
+    assert (root / "seen.log").read_text() == "the user's edit\nthe user's edit\n"
+    assert (root / "data.txt").read_text() == "the user's edit\nhalf\ndone\n"
+    [kept] = (root / ".maestro" / "replaced" / "edit").glob("interrupted-*/data.txt")
+    assert kept.read_text() == "the user's edit\nhalf\n"
+    assert "after a killed run: restored data.txt (the content it replaced is kept at" in (
+        result.stdout
+    )

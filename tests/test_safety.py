@@ -81,3 +81,41 @@ def test_one_lock_covers_every_way_of_naming_the_plan(project: Path) -> None:
     finally:
         os.killpg(holder.pid, 15)
         holder.wait(timeout=60)
+
+
+def test_a_retry_restores_only_the_declared_files_and_keeps_what_it_replaced(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path
+    (root / "data.txt").write_text("mine\n")  # the user's, before the run
+    (root / "other.txt").write_text("untouched\n")
+    plan = {
+        "phases": [
+            {
+                "id": "edit",
+                "run": ["echo attempt$MAESTRO_ATTEMPT >> data.txt; echo x >> other.txt"],
+                "files": ["data.txt"],
+                "acceptance": [{"criterion": "second try", "check": 'test "$MAESTRO_ATTEMPT" = 2'}],
+            }
+        ]
+    }
+    (root / "plan.yaml").write_text(yaml.safe_dump(plan))
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=1)
+    assert (root / "data.txt").read_text() == "mine\nattempt2\n"
+    assert (root / "other.txt").read_text() == "untouched\nx\nx\n"  # not declared: not touched
+    kept = root / ".maestro" / "replaced" / "edit" / "attempt-1" / "data.txt"
+    assert kept.read_text() == "mine\nattempt1\n"
+    log = (root / ".maestro" / "logs" / "edit.log").read_text()
+    assert "--- restored data.txt (the content it replaced is kept at .maestro/replaced/" in log
+
+
+def test_distinct_ids_never_share_a_log(pytester: pytest.Pytester) -> None:
+    ids = ["a b", "a_b", "a/b", "a.b"]
+    plan = {"phases": [{"id": pid, "run": [f"echo {pid!r}"]} for pid in ids]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=4)
+    logs = sorted((pytester.path / ".maestro" / "logs").glob("*.log"))
+    assert len(logs) == 4
+    assert sorted(log.read_text().splitlines()[-1] for log in logs) == sorted(ids)
