@@ -20,6 +20,7 @@ from .git import commit
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
+from .process import KILL_GRACE, end_groups, read_running_record, running_records
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
 from .run import RunState
@@ -88,6 +89,19 @@ class Orchestrator:
             self.recorder = None
 
     # -- phases --------------------------------------------------------------------------------
+
+    def end_running(self, phase_id: str | None = None, grace: float = KILL_GRACE) -> list[int]:
+        """End the process groups the running records of this plan name (of one phase, or all):
+        a crashed worker's phase, or everything when the run itself is stopped by a signal."""
+        paths = SessionPaths.for_plan(self.state_dir, self.plan, self.root)
+        groups = [
+            group
+            for path in running_records(self.state_dir / "logs", paths.name)
+            for record in (read_running_record(path),)
+            if phase_id is None or record.phase == phase_id
+            for group in record.groups
+        ]
+        return end_groups(groups, grace)
 
     def where(self, phase: Phase) -> str:
         return f"{location(self.plan.path, phase.line)}: phase {phase.id!r}"

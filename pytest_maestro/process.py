@@ -9,12 +9,12 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 from .state.journal import fsync_dir
 
@@ -225,12 +225,47 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the group, give it a moment, then SIGKILL whatever of it is left."""
+    """SIGTERM the group, give it a moment, then SIGKILL whatever of it is left: also when a
+    second Ctrl-C cuts the moment short."""
     _signal_group(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE)
-    _signal_group(proc.pid, signal.SIGKILL)  # children that ignored SIGTERM or outlived the leader
-    proc.wait()
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE)
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)  # what ignored SIGTERM or outlived the leader
+        proc.wait()
+
+
+class interrupted_by:
+    """Within it, the given signals (SIGTERM, SIGHUP) interrupt the main thread as Ctrl-C does,
+    so a cancelled CI job or a closed terminal ends the commands' groups the same way; then
+    ``on_signal`` (if any) runs first. Outside the main thread it does nothing."""
+
+    def __init__(
+        self, signals: Iterable[signal.Signals], on_signal: Callable[[], object] | None = None
+    ) -> None:
+        self.signals = tuple(signals)
+        self.on_signal = on_signal
+        self.previous: dict[signal.Signals, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.on_signal is not None:
+            self.on_signal()
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    def __enter__(self) -> interrupted_by:
+        for sig in self.signals:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except (ValueError, OSError):  # not the main thread, or not this platform
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, handler)
+        self.previous.clear()
 
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -356,8 +391,9 @@ def read_running_record(path: Path) -> LeftRunning:
     return LeftRunning(path, phase if isinstance(phase, str) else None, groups)
 
 
-def end_groups(groups: Iterable[str]) -> list[int]:
-    """SIGKILL the recorded process groups that still exist; the pgids ended.
+def end_groups(groups: Iterable[str], grace: float = 0.0) -> list[int]:
+    """End the recorded process groups that still exist (SIGTERM, ``grace`` seconds, SIGKILL;
+    at once with SIGKILL when ``grace`` is 0); the pgids ended.
 
     A pid is not reused while a group of that id exists, so a live member of group N belongs to
     the recorded group unless N's leader is alive and started outside the recorded window (N was
@@ -375,10 +411,27 @@ def end_groups(groups: Iterable[str]) -> list[int]:
             continue  # reused: the leader is another process now (or unknown as ours)
         if now is None and _exists(pid):
             continue  # alive, but its start time is unknown: not ours to kill
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        if _group_alive(pid):
             ended.append(pid)
+    if grace > 0:
+        for pid in ended:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_group_alive(pid) for pid in ended):
+            time.sleep(0.05)
+    for pid in ended:
+        _signal_group(pid, signal.SIGKILL)
     return ended
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _start_ticks(pid: int) -> int | None:

@@ -100,6 +100,7 @@ class DependencyScheduling:
         phase_id = self.running.pop(node)
         if phase_id is None:
             return None
+        self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
         self.run.record(PhaseFacts(phase_id, "failed"))  # its crash report follows
         self._finish(phase_id)
         self.schedule()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import signal
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from ._compat import remember_failed, runs_distributed, stop_session
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .facts import PhaseFacts, SkipKind, SkipReason
 from .orchestrator import Orchestrator
+from .process import interrupted_by
 from .skips import report_skip
 from .state import StateError
 
@@ -32,6 +35,7 @@ class MaestroSession:
         self.pytest_session: pytest.Session | None = None
         self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
         self.stopped = False
+        self.cleanup = contextlib.ExitStack()  # undone when the session ends
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
@@ -59,8 +63,14 @@ class MaestroSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Lock and resume the plan's session, where reports arrive and phases really run."""
+        """Lock and resume the plan's session, where reports arrive and phases really run.
+
+        SIGTERM and SIGHUP stop the run as Ctrl-C does, in every process: the commands' own
+        groups are ended (an xdist controller ends what its workers' records name, since a
+        signal to it does not reach them)."""
         self.pytest_session = session
+        on_signal = self.maestro.end_running if runs_distributed(self.config) else None
+        self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
         if not self.run.decides or self.config.option.collectonly:
             return
         try:
@@ -114,6 +124,10 @@ class MaestroSession:
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
         self.maestro.close_state()
+        self.cleanup.close()
+
+    def pytest_unconfigure(self) -> None:
+        self.cleanup.close()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         plan = self.maestro.plan

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,112 @@ def test_distinct_ids_never_share_a_log(pytester: pytest.Pytester) -> None:
     logs = sorted((pytester.path / ".maestro" / "logs").glob("*.log"))
     assert len(logs) == 4
     assert sorted(log.read_text().splitlines()[-1] for log in logs) == sorted(ids)
+
+
+# -- no process survives the run -----------------------------------------------------------------
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker`` (zombies are gone already)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                state = (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+                if state != "Z":
+                    found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def gone(marker: str, within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not marked(marker)
+
+
+def start_run(root: Path, marker: str, *options: str, trap: str = "") -> subprocess.Popen[str]:
+    """pytest on a plan whose phase starts a long command marked in its command line."""
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
+    plan = {"phases": [{"id": "long", "run": [f"{trap}touch started; {sleeper}"]}]}
+    (root / "plan.yaml").write_text(yaml.safe_dump(plan))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--maestro",
+            "plan.yaml",
+            *options,
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # a signal to the test's own group must not reach it
+    )
+    deadline = time.monotonic() + 60
+    while not (root / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marked(marker), "the phase's command did not start"
+    return process
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sig", "options"),
+    [
+        pytest.param(signal.SIGTERM, (), id="sigterm"),
+        pytest.param(signal.SIGHUP, (), id="sighup"),
+        pytest.param(signal.SIGTERM, ("-n", "2"), id="sigterm-n2"),
+    ],
+)
+def test_a_signal_to_pytest_ends_every_command_it_started(
+    tmp_path: Path, sig: signal.Signals, options: tuple[str, ...]
+) -> None:
+    marker = f"maestro-test-{uuid.uuid4().hex}"
+    run = start_run(tmp_path, marker, *options)
+    try:
+        os.kill(run.pid, sig)  # to pytest alone, as a cancelled job or a closed terminal does
+        run.communicate(timeout=60)
+        assert run.returncode != 0
+        assert gone(marker), "a command outlived the run"
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_still_ends_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
+    marker = f"maestro-test-{uuid.uuid4().hex}"
+    run = start_run(tmp_path, marker, trap="trap '' TERM; ")
+    try:
+        os.kill(run.pid, signal.SIGINT)
+        time.sleep(0.5)  # inside the grace period that waits for SIGTERM to work
+        os.kill(run.pid, signal.SIGINT)
+        run.communicate(timeout=60)
+        assert gone(marker), "the second Ctrl-C skipped the SIGKILL"
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_crashed_worker_s_commands_are_ended(tmp_path: Path) -> None:
+    marker = f"maestro-test-{uuid.uuid4().hex}"
+    run = start_run(tmp_path, marker, "-n", "2", "--maestro-max-retries=0")
+    try:
+        [command] = marked(marker)
+        group = os.getpgid(command)
+        runner = int(Path(f"/proc/{group}/stat").read_text().rsplit(")", 1)[-1].split()[1])
+        os.kill(runner, signal.SIGKILL)  # the xdist worker that runs the phase
+        out, _ = run.communicate(timeout=120)
+        assert gone(marker), "the crashed worker's command ran on"
+        assert "1 failed" in out
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
