@@ -254,6 +254,7 @@ class Orchestrator:
         name = self.runtime_name(phase)
         assert name is not None, "cannot_run refuses a phase without a runtime"
         runtime = self.runtimes[name]
+        agent_cli = name != "shell"  # an agent's word needs proof; a command's exit code is one
         config = RunConfig(
             plan=self.plan,
             root=self.root,
@@ -264,14 +265,15 @@ class Orchestrator:
             agent=self.agent(phase),
             model=self.model(phase),
             autonomous=self.settings.autonomous,
-            agent_cli=bool(runtime.autonomy),
+            agent_cli=agent_cli,
             strict_files=self.settings.strict_files,
             max_wait=self.settings.max_wait,
             budget=self.budget,
             ignored=(self.state_dir.relative_to(self.root).as_posix() + "/",),
-            concurrent_files=self.concurrent_files(phase) if runtime.autonomy else frozenset(),
+            concurrent_files=self.concurrent_files(phase) if agent_cli else frozenset(),
+            log_limit=int(self.settings.log_limit * 1024 * 1024),
         )
-        context = self.prompt_context(phase) if runtime.autonomy else PromptContext(self.plan)
+        context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))
         return runner.run(phase)
 

@@ -22,6 +22,11 @@ from .state.journal import fsync_dir
 KILL_GRACE = 2.0
 # poll() takes its timeout in milliseconds as a C int (about 24 days): wait a day at a time.
 POLL_SLICE = 86_400.0
+# What one command may leave in its phase's log; the middle of more is cut (--maestro-log-limit).
+LOG_LIMIT = 10 * 1024 * 1024
+# What a failure report reads back of a command's output: its last bytes, lines cut short.
+TAIL_BYTES = 64 * 1024
+LINE_LIMIT = 500
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,15 @@ class ProcessResult:
             return handle.read().decode("utf-8", "replace")
 
     def tail(self, lines: int = 20) -> list[str]:
-        return self.output().rstrip("\n").split("\n")[-lines:] if self.output().strip() else []
+        """The output's last lines, from its last bytes only, each cut to a readable length:
+        a report never carries a 50 MB line, and reading it costs no more memory."""
+        text = self.output(TAIL_BYTES).rstrip("\n")
+        if not text.strip():
+            return []
+        return [
+            line if len(line) <= LINE_LIMIT else line[: LINE_LIMIT - 1] + "…"
+            for line in text.split("\n")[-lines:]
+        ]
 
 
 class PhaseLog:
@@ -60,17 +73,22 @@ class PhaseLog:
 
     _held: ClassVar[dict[Path, PhaseLog]] = {}
 
-    def __init__(self, path: Path, out: FileIO, record: RunningRecord | None) -> None:
+    def __init__(
+        self, path: Path, out: FileIO, record: RunningRecord | None, limit: int = LOG_LIMIT
+    ) -> None:
         self.path = path
         self.out = out
         self.record = record
+        self.limit = limit
 
     @classmethod
     @contextlib.contextmanager
-    def hold(cls, path: Path, record: RunningRecord | None = None) -> Iterator[PhaseLog]:
+    def hold(
+        cls, path: Path, record: RunningRecord | None = None, limit: int = LOG_LIMIT
+    ) -> Iterator[PhaseLog]:
         """Empty the log at ``path`` and hold it open while the context lasts."""
         with _open_log(path, os.O_TRUNC) as out:
-            held = cls._held[path] = cls(path, out, record)
+            held = cls._held[path] = cls(path, out, record, limit)
             try:
                 yield held
             finally:
@@ -124,10 +142,12 @@ def run_process(
         target = files.enter_context(stdout_file.open("wb")) if stdout_file else None
         held = PhaseLog.held(log)
         if held is not None:
-            out, record = held.out, held.record
+            out, record, limit = held.out, held.record, held.limit
         else:
-            out, record = files.enter_context(_open_log(log)), None
-        return _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, target)
+            out, record, limit = files.enter_context(_open_log(log)), None, LOG_LIMIT
+        result = _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, target)
+        cut_middle(log, result.log_offset, out.tell(), limit)
+        return result
 
 
 def _run(
@@ -170,8 +190,41 @@ def _run(
     except BaseException:
         kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
         raise
+    if _group_alive(proc.pid):  # what it left running in the background is its own, and ends
+        kill_group(proc)
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
+
+
+def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
+    """Bound what one command left in ``log`` (bytes ``start`` to ``end``, the end of the file)
+    to ``limit``: a tenth from its start and the rest from its end are kept, with a line saying
+    how much was cut between. Copied in chunks: memory stays flat however much was printed.
+    Returns the bytes cut."""
+    size = end - start
+    if size <= limit:
+        return 0
+    head = limit // 10
+    tail = limit - head
+    cut = size - head - tail
+    note = (
+        f"\n[... {cut} bytes cut here: this command printed {size}, the log keeps its first "
+        f"{head} and last {tail} (--maestro-log-limit) ...]\n"
+    ).encode()
+    fd = os.open(log, os.O_RDWR)
+    try:
+        at = start + head
+        os.pwrite(fd, note, at)
+        write, read = at + len(note), end - tail
+        while read < end:
+            chunk = os.pread(fd, min(1024 * 1024, end - read), read)
+            os.pwrite(fd, chunk, write)
+            read += len(chunk)
+            write += len(chunk)
+        os.ftruncate(fd, write)
+    finally:
+        os.close(fd)
+    return cut
 
 
 def wait(proc: subprocess.Popen[bytes], timeout: float) -> None:

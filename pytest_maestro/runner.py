@@ -17,7 +17,7 @@ from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import changed_files, changed_since
 from .handoff import Handoff, parse_handoff
 from .plan import Phase, Plan
-from .process import PhaseLog, RunningRecord, run_process, running_record_path
+from .process import LOG_LIMIT, PhaseLog, RunningRecord, run_process, running_record_path
 from .runtimes import AgentRequest, AgentResult, Runtime
 from .state.lock import SessionPaths
 from .state.model import Tokens
@@ -98,6 +98,7 @@ class RunConfig:
     ignored: tuple[str, ...] = (".maestro/",)  # paths no agent is blamed for (the state dir)
     # Files that phases running beside this one declare: their changes are not this phase's.
     concurrent_files: frozenset[str] = frozenset()
+    log_limit: int = LOG_LIMIT  # bytes one command may leave in the log
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -130,7 +131,7 @@ class PhaseRunner:
         session = SessionPaths.for_plan(cfg.log_dir, cfg.plan, cfg.root).name
         with (
             RunningRecord(running_record_path(cfg.log_dir, session, os.getpid())) as record,
-            PhaseLog.hold(log, record) as out,
+            PhaseLog.hold(log, record, cfg.log_limit) as out,
         ):
             record.start(phase.id)  # on disk before the phase runs anything
             outcome = self._run(phase, out)

@@ -130,6 +130,12 @@ OPTIONS: tuple[Option, ...] = (
         env="MAESTRO_MAX_WAIT",
     ),
     Option(
+        "log_limit",
+        "megabytes one command may leave in its phase's log; the middle of more is cut",
+        "float",
+        10.0,
+    ),
+    Option(
         "commit",
         "commit each completed phase's declared files as '<phase id>: <phase name>'",
         "bool",
@@ -164,6 +170,7 @@ class Settings:
     strict_files: bool
     budget_usd: float
     max_wait: float
+    log_limit: float
     commit: bool
 
     @classmethod
@@ -187,7 +194,7 @@ class Settings:
             source, raw = origins[name]
             return SettingsError(f"{source} must be {rule}, got {raw}")
 
-        for name in ("timeout", "check_timeout"):
+        for name in ("timeout", "check_timeout", "log_limit"):
             if getattr(self, name) <= 0:
                 raise bad(name, "> 0")
         for name in ("max_retries", "max_concurrent", "stagger", "budget_usd", "max_wait"):

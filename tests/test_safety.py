@@ -230,3 +230,52 @@ def test_a_crashed_worker_s_commands_are_ended(tmp_path: Path) -> None:
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+# -- bounded output -----------------------------------------------------------------------------
+
+LOUD = "head -c {size} /dev/zero | tr '\\0' x; echo; echo last-line"  # one enormous line
+
+
+@pytest.mark.slow
+def test_300_mb_of_output_leaves_a_bounded_log_and_report_in_flat_memory(tmp_path: Path) -> None:
+    size = 300 * 1024 * 1024
+    plan = {
+        "phases": [
+            {"id": "loud", "run": [LOUD.format(size=size), "false"], "max_retries": 0},
+        ]
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    script = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider',"
+        " '--maestro', 'plan.yaml', '--junitxml=out.xml', '--maestro-log-limit=2'],"
+        " capture_output=True, text=True)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.stdout.write(done.stdout)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    peak_kib, _, out = done.stdout.partition("\n")
+    assert "1 failed" in out
+    assert int(peak_kib) < 150 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
+    log = (tmp_path / ".maestro" / "logs" / "loud.log").read_bytes()
+    assert len(log) < 2 * 1024 * 1024 + 4096
+    assert b"bytes cut here: this command printed" in log
+    assert log.rstrip().endswith(b"last-line") or b"last-line\n" in log[-4096:]
+    assert len(out) < 50_000  # the failure report: a bounded tail, not the line
+    assert len((tmp_path / "out.xml").read_bytes()) < 50_000
+
+
+def test_a_short_log_is_left_whole_and_a_long_one_cut_in_the_middle(tmp_path: Path) -> None:
+    from pytest_maestro.process import cut_middle
+
+    log = tmp_path / "p.log"
+    log.write_bytes(b"header\n" + b"a" * 100 + b"b" * 1000 + b"c" * 100)
+    assert cut_middle(log, 7, 1207, 2000) == 0
+    assert cut_middle(log, 7, 1207, 200) == 1000
+    data = log.read_bytes()
+    assert data.startswith(b"header\n" + b"a" * 20)
+    assert data.endswith(b"b" * 80 + b"c" * 100)
+    assert b"[... 1000 bytes cut here: this command printed 1200" in data
