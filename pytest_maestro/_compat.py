@@ -118,6 +118,19 @@ def stop_session(config: pytest.Config, session: pytest.Session | None, reason: 
         dsession.shouldstop = reason
 
 
+def stop_message(config: pytest.Config, session: pytest.Session | None) -> str | None:
+    """Why the run stopped early, if it did: ``Session.shouldfail``/``shouldstop`` (public;
+    ``-x``, ``--maxfail``, a stop request) or, under xdist, ``DSession.shouldstop``."""
+    for reason in (
+        getattr(session, "shouldfail", False),
+        getattr(session, "shouldstop", False),
+        getattr(_dsession(config), "shouldstop", False),
+    ):
+        if reason:
+            return str(reason)
+    return None
+
+
 def set_collected_count(config: pytest.Config, count: int) -> None:
     """Correct the number of collected tests that progress percentages divide by.
 

@@ -23,6 +23,9 @@ class SkipKind(enum.Enum):
     DEPENDENCY = "dependency"  # a dependency failed, was blocked or was skipped
     NOT_SELECTED = "not_selected"  # a dependency was deselected and never completed
     NOT_RUN_YET = "not_run_yet"  # a dependency has not run (only out of order)
+    # The run stopped first (-x, Ctrl-C, the breaker, the budget): not a failure's doing, so
+    # --lf leaves it to a plain rerun, and the session state keeps it pending.
+    STOPPED = "stopped"
 
 
 _DEPENDENCY_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
@@ -50,6 +53,10 @@ class SkipReason:
     @classmethod
     def not_run_yet(cls, dep: str) -> SkipReason:
         return cls(SkipKind.NOT_RUN_YET, f"dependency {dep!r} has not run yet", dep)
+
+    @classmethod
+    def stopped(cls, why: str) -> SkipReason:
+        return cls(SkipKind.STOPPED, f"not run: the run stopped ({why})")
 
     @property
     def status(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .facts import PhaseFacts
+from .facts import PhaseFacts, SkipKind
 from .files import FileSnapshot, Restored
 from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
@@ -76,6 +76,8 @@ class Recorder:
         if status is Status.COMPLETED and current is Status.COMPLETED:
             return  # resumed: nothing ran
         if status is Status.SKIPPED:
+            if facts.skip is not None and facts.skip.kind is SkipKind.STOPPED:
+                return  # not run, nor decided: it stays pending for the next run
             self.store.record(phase_id, status, result=facts.skip.text if facts.skip else None)
             return
         if current is not Status.IN_PROGRESS:  # an error before the phase could start

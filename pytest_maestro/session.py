@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from . import junit
-from ._compat import remember_failed, runs_distributed, stop_session
+from ._compat import remember_failed, runs_distributed, stop_message, stop_session
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .facts import PhaseFacts, SkipKind, SkipReason
 from .orchestrator import Orchestrator
@@ -35,6 +35,7 @@ class MaestroSession:
         self.pytest_session: pytest.Session | None = None
         self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
         self.stopped = False
+        self.interrupted: str | None = None  # Ctrl-C or a signal, and which
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
 
     @pytest.hookimpl
@@ -115,9 +116,10 @@ class MaestroSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
-        if self.run.decides:
+        if self.run.decides and not self.config.option.collectonly:
             if self.run.stop_reason is not None:
                 self._report_doomed()
+            self._report_unrun()
             junit.record_session(self.config, self.maestro.plan, self.run.outcomes)
             remember_failed(self.config, (self.nodeids[p] for p in self.run.skipped_after_failure))
             cache = getattr(self.config, "cache", None)
@@ -166,6 +168,37 @@ class MaestroSession:
         if self.maestro.recorder is not None:
             self.maestro.recorder.stop(reason)
         stop_session(self.config, self.pytest_session, reason)
+
+    def _report_unrun(self) -> None:
+        """After a stop (-x, Ctrl-C, the breaker, the budget), every selected phase that did not
+        run is reported skipped with the reason: the summary, JUnit and --lf account for all."""
+        unrun = [p for p in self.run.topological(self.run.selected) if p not in self.run.outcomes]
+        if not unrun:
+            return
+        why = self.interrupted or stop_message(self.config, self.pytest_session) or "stopped early"
+        reason = SkipReason.stopped(why)
+        for phase_id in unrun:
+            nodeid = self._nodeid(phase_id)
+            if nodeid is not None:
+                report_skip(self.config, self.maestro.plan, nodeid, reason)
+
+    def _nodeid(self, phase_id: str) -> str | None:
+        if phase_id in self.nodeids:
+            return self.nodeids[phase_id]
+        if self.pytest_session is not None:
+            for item in self.pytest_session.items:
+                if isinstance(item, PhaseItem) and item.phase.id == phase_id:
+                    return item.nodeid
+        known = next(iter(self.nodeids.values()), None)  # under xdist: as reports name phases
+        return f"{known.rsplit('::', 1)[0]}::{phase_id}" if known else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        except KeyboardInterrupt as stop:
+            self.interrupted = str(stop) or "interrupted"
+            raise
 
     def _report_doomed(self) -> None:
         """After the breaker, the phases that failures doomed are reported skipped, as they are

@@ -208,10 +208,13 @@ def test_maxfail_stops_after_that_many_failed_phases(
             phase("third", "touch third.ran", estimate=2),
         ],
     )
-    args = ("--maestro", "plan.yaml", f"--maxfail={maxfail}", "--maestro-circuit-breaker=0")
+    args = ("--maestro", "plan.yaml", f"--maxfail={maxfail}", "--maestro-circuit-breaker=0", "-rs")
     result = pytester.runpytest(*args)
-    result.assert_outcomes(failed=maxfail)
-    result.stdout.fnmatch_lines([f"*stopping after {maxfail} failures*"])
+    # Every phase is accounted for: those the stop left unrun are skipped, saying why.
+    result.assert_outcomes(failed=maxfail, skipped=3 - maxfail)
+    result.stdout.fnmatch_lines(
+        [f"SKIPPED * not run: the run stopped (stopping after {maxfail} failures)"]
+    )
     ran = sorted(path.stem for path in pytester.path.glob("*.ran"))
     assert ran == sorted(["first", "second"][:maxfail])
 

@@ -292,9 +292,11 @@ def test_exitfirst_stops_after_first_failure(pytester: pytest.Pytester) -> None:
         pytester,
         [phase("a", "false", max_retries=0), phase("b", "touch b.ran"), phase("c", "touch c.ran")],
     )
-    result = pytester.runpytest("--maestro", "plan.yaml", "-x")
-    result.assert_outcomes(failed=1)
+    result = pytester.runpytest("--maestro", "plan.yaml", "-x", "--junitxml=out.xml")
+    result.assert_outcomes(failed=1, skipped=2)  # every phase accounted for
+    assert (pytester.path / "out.xml").read_text().count("<testcase ") == 3
     assert not (pytester.path / "b.ran").exists()
+    assert not (pytester.path / "c.ran").exists()
 
 
 def test_environment_of_commands(pytester: pytest.Pytester) -> None:

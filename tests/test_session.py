@@ -115,11 +115,13 @@ def test_circuit_breaker_stops_and_is_recorded(pytester: pytest.Pytester) -> Non
         ],
     )
     result = pytester.runpytest("--maestro", "plan.yaml", "-rs")
-    # The doomed phases are reported skipped; the one that could have run is not started.
-    result.assert_outcomes(failed=1, skipped=3)
+    # The doomed phases are reported skipped; the one that could have run is not started, and
+    # is reported skipped too, as not run because the run stopped.
+    result.assert_outcomes(failed=1, skipped=4)
     result.stdout.fnmatch_lines(
         [
             "*dependency 'root' failed",
+            "*not run: the run stopped (circuit breaker: 3 of 4 pending phases*",
             "*circuit breaker: 3 of 4 pending phases cannot run after 'root' failed*",
         ]
     )
@@ -128,6 +130,7 @@ def test_circuit_breaker_stops_and_is_recorded(pytester: pytest.Pytester) -> Non
     assert doc.status == "stopped"
     assert doc.stop_reason is not None and "'root' failed" in doc.stop_reason
     assert {p.id for p in doc.phases.values() if p.status == Status.SKIPPED} == {"x", "y", "z"}
+    assert doc.phases["free"].status == Status.PENDING  # not run, not decided
     # --lf reruns the failure and what it doomed, not the phase the breaker spared.
     result = pytester.runpytest("--maestro", "plan.yaml", "--lf", "--co", "-q")
     result.stdout.fnmatch_lines(["plan.yaml::root", "plan.yaml::x", "plan.yaml::y", "*::z"])
@@ -223,8 +226,9 @@ def test_stepwise_resumes_at_the_failed_phase(pytester: pytest.Pytester) -> None
     write_plan(pytester, DIAMOND)
     result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
     # a, then b fails and stepwise stops; so does the breaker (d of c, d is doomed), which
-    # reports d skipped
-    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    # reports d skipped; c, not run, is reported skipped as the stop's
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["plan.yaml::c SKIPPED (not run: the run stopped*"])
     (pytester.path / "fixed").touch()
     result = pytester.runpytest("--maestro", "plan.yaml", "--sw", "-v")
     result.assert_outcomes(passed=3, deselected=1)
