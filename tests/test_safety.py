@@ -279,3 +279,26 @@ def test_a_short_log_is_left_whole_and_a_long_one_cut_in_the_middle(tmp_path: Pa
     assert data.startswith(b"header\n" + b"a" * 20)
     assert data.endswith(b"b" * 80 + b"c" * 100)
     assert b"[... 1000 bytes cut here: this command printed 1200" in data
+
+
+def test_renaming_a_completed_phase_does_not_run_it_again(pytester: pytest.Pytester) -> None:
+    plan = {"phases": [{"id": "a", "name": "First name", "run": ["echo ran >> ran.txt"]}]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    plan["phases"][0]["name"] = "A better name"
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(skipped=1)
+    assert (pytester.path / "ran.txt").read_text() == "ran\n"
+
+
+def test_a_phase_s_background_job_ends_with_the_phase(pytester: pytest.Pytester) -> None:
+    marker = f"maestro-test-{uuid.uuid4().hex}"
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
+    plan = {"phases": [{"id": "bg", "run": [f"{sleeper} & echo started"]}]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    try:
+        pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+        assert gone(marker, within=5), "the phase's background job outlived it"
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)

@@ -16,7 +16,9 @@ from pytest_maestro.state.lock import SessionPaths
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status, now
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
-_NOT_DEFINITION = frozenset({"line", "estimate", "timeout", "max_retries", "parallel", "tags"})
+_NOT_DEFINITION = frozenset(
+    {"name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd"}
+)
 INTERRUPTED = "the run that started this phase ended before it finished"
 CHANGED = "the phase's definition, or one of its dependencies', changed"
 
