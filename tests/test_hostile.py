@@ -1,0 +1,649 @@
+"""Hostile input: every plan, agent file and session file that is broken, malicious or absurd
+ends the run with one clear line, a non-zero exit, no traceback, and nothing written outside the
+state dir.
+
+Each case is a file built here (not a fixture file): its name, its content (text, bytes, or a
+function that builds it) and the one error line expected, as a pattern (``*`` is the only
+wildcard). Plans run in-process, with ``--maestro PLAN`` and with ``--maestro-analyze``. The cases
+that could hang or exhaust memory (``/dev/zero``, a FIFO, huge plans, alias bombs, regular
+expressions that backtrack) run in a subprocess with limits on CPU time, wall time and address
+space, and their peak memory is measured.
+
+A case marked ``xfail(strict=True)`` is a known defect: the reason says what happens today, and
+the mark must go once it is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+# Imported before pytester snapshots sys.modules, so that the in-process runs below reuse these
+# modules instead of importing (and compiling) them again for every run: 0.04 s a run, not 0.3 s.
+from pytest_maestro import analysis, collect, orchestrator, session  # noqa: F401
+from pytest_maestro.plan import FORMAT_NAMES
+from pytest_maestro.plan.formats import readers
+
+readers()  # imports every plan reader
+
+STATE_DIR = ".maestro"
+MAX_LINE = 500  # one clear line: a user reads it whole
+USAGE = int(pytest.ExitCode.USAGE_ERROR)
+ERROR_CODES = (int(pytest.ExitCode.INTERRUPTED), USAGE)  # a collection error, a usage error
+KNOWN_FORMATS = "(" + ", ".join(FORMAT_NAMES) + ")"
+
+Builder = Callable[[Path], None]  # writes the file at the path it is given, and what it needs
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    name: str  # the file, relative to the test's directory
+    content: str | bytes | Builder
+    error: str  # the one error line (after "ERROR: "), ``*`` matching anything
+    xfail: str | None = None  # what happens today, for a known defect
+
+    def param(self) -> object:
+        marks = [pytest.mark.xfail(strict=True, reason=self.xfail)] if self.xfail else []
+        return pytest.param(self, id=self.id, marks=marks)
+
+
+def params(cases: list[Case]) -> list[object]:
+    assert len({case.id for case in cases}) == len(cases)
+    return [case.param() for case in cases]
+
+
+def write(directory: Path, case: Case) -> Path:
+    path = directory / case.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(case.content, bytes):
+        path.write_bytes(case.content)
+    elif isinstance(case.content, str):
+        path.write_text(case.content, encoding="utf-8")
+    else:
+        case.content(path)
+    return path
+
+
+# -- what a run must and must not do ----------------------------------------------------------
+
+
+def matches(text: str, pattern: str) -> bool:
+    """``pattern`` with ``*`` for any text and every other character literal (``[`` too)."""
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), text, re.S) is not None
+
+
+_COLLECT_HEADER = re.compile(r"^_+ ERROR collecting .+ _+$")
+
+
+def error_lines(stdout: str, stderr: str) -> list[str]:
+    """Each error the run reported: ``ERROR:`` lines, and the message of each collection error."""
+    found = [
+        line.removeprefix("ERROR: ")
+        for line in (*stdout.splitlines(), *stderr.splitlines())
+        if line.startswith("ERROR: ")
+    ]
+    lines = stdout.splitlines()
+    for index, line in enumerate(lines):
+        if _COLLECT_HEADER.match(line):
+            body = []
+            for after in lines[index + 1 :]:
+                if after.startswith(("=", "_")):
+                    break
+                if after.strip():
+                    body.append(after)
+            found.append("\n".join(body))
+    return found
+
+
+def assert_one_clear_error(ret: int, stdout: str, stderr: str, pattern: str) -> str:
+    output = stdout + "\n" + stderr
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-3000:]
+    assert ret in ERROR_CODES, f"exit code {ret}\n{output[-3000:]}"
+    errors = error_lines(stdout, stderr)
+    assert len(errors) == 1, f"{len(errors)} errors: {errors}\n{output[-3000:]}"
+    [line] = errors
+    assert "\n" not in line, line
+    assert len(line) <= MAX_LINE, f"a {len(line)}-character error line: {line[:300]}..."
+    if ret == USAGE:  # nothing else on stderr: no second line of the same message
+        others = [x for x in stderr.splitlines() if x.strip() and not x.startswith("ERROR: ")]
+        assert not others, others
+    assert matches(line, pattern), f"{line!r}\ndoes not match\n{pattern!r}"
+    return line
+
+
+def outside_state(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file, directory and link under ``root`` except the state dir's, with what would
+    change if it were written: size, modification time, mode. Nothing is opened (FIFOs)."""
+    found: dict[str, tuple[int, int, int]] = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != STATE_DIR]
+        for name in (*dirs, *files):
+            path = Path(directory, name)
+            info = path.lstat()
+            is_dir = path.is_dir() and not path.is_symlink()
+            found[str(path.relative_to(root))] = (
+                0 if is_dir else info.st_size,
+                0 if is_dir else info.st_mtime_ns,
+                info.st_mode,
+            )
+    return found
+
+
+def run_in_process(pytester: pytest.Pytester, *args: str) -> tuple[int, str, str]:
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    return int(result.ret), result.stdout.str(), result.stderr.str()
+
+
+def assert_refused(pytester: pytest.Pytester, case: Case, *args: str) -> str:
+    before = outside_state(pytester.path)
+    line = assert_one_clear_error(*run_in_process(pytester, *args), case.error)
+    assert outside_state(pytester.path) == before
+    return line
+
+
+# -- plans --------------------------------------------------------------------------------------
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, indent=2)
+
+
+def _one_phase_json(**fields: object) -> str:
+    return _json({"phases": [{"id": "a", **fields}]})
+
+
+def _design(*tasks: object, version: object = 2) -> str:
+    return _json({"schemaVersion": version, "goal": "g", "tasks": list(tasks)})
+
+
+def _maestro_phase(pid: object, **fields: object) -> dict[str, object]:
+    return {"id": pid, "name": "x", "agent": "coder", "parallel": True, "blocked_by": [], **fields}
+
+
+def _cycle(length: int) -> str:
+    phases = [{"id": f"p{i}", "blocked_by": [f"p{(i + 1) % length}"]} for i in range(length)]
+    return _json({"phases": phases})
+
+
+def _truncated(example: str, fraction: float) -> Builder:
+    def build(path: Path) -> None:
+        text = (REPO / "example_plans" / example).read_text(encoding="utf-8")
+        path.write_text(text[: int(len(text) * fraction)], encoding="utf-8")
+
+    return build
+
+
+def _absolute_into_test_dir(path: Path) -> None:
+    """A plan that would create a file by its absolute path, inside the test's directory."""
+    target = path.parent / "absolute-target.txt"
+    plan = {"phases": [{"id": "a", "files": {"create": [str(target)]}, "run": [f"touch {target}"]}]}
+    path.write_text(yaml.safe_dump(plan))
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+REPO = Path(__file__).resolve().parents[1]
+DIGITS = "1" * 5000  # past Python's limit on int() of a string (4300 digits)
+TASKS = "# Tasks\n\n"
+NOT_A_PLAN = (
+    "not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
+    "'schemaVersion' (design-v2), found "
+)
+BAD_ID = "invalid phase id*"
+
+PLAN_CASES = [
+    # --- YAML: syntax, truncation, tags, anchors -----------------------------------------------
+    Case(
+        "yaml-truncated-in-a-string",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: "ec',
+        "plan.yaml:3: YAML syntax error: found unexpected end of stream*",
+    ),
+    Case(
+        "yaml-truncated-in-a-flow-list",
+        "plan.yaml",
+        "phases:\n  - id: a\n    files:\n      create: [a.py,\n",
+        "plan.yaml:5: YAML syntax error: *",
+    ),
+    Case(
+        "yaml-bad-indentation",
+        "plan.yaml",
+        "phases:\n  - id: a\n   run: [make]\n",
+        "plan.yaml:3: YAML syntax error: *",
+    ),
+    Case(
+        "yaml-tab-indentation",
+        "plan.yaml",
+        "phases:\n\t- id: a\n",
+        "plan.yaml:2: YAML syntax error: found character '\\t' that cannot start any token*",
+    ),
+    Case(
+        "yaml-python-object-tag",
+        "plan.yaml",
+        "phases:\n  - id: !!python/object/apply:os.system ['touch pwned']\n",
+        "plan.yaml:2: YAML error: could not determine a constructor for the tag "
+        "'tag:yaml.org,2002:python/object/apply:os.system'",
+    ),
+    Case(
+        "yaml-python-name-tag",
+        "plan.yaml",
+        "phases: !!python/name:os.system\n",
+        "plan.yaml:1: YAML error: could not determine a constructor for the tag *python/name*",
+    ),
+    Case(
+        "yaml-local-tag",
+        "plan.yaml",
+        "phases:\n  - id: !shell a\n",
+        "plan.yaml:2: YAML error: could not determine a constructor for the tag '!shell'",
+    ),
+    Case(
+        "yaml-set-tag",
+        "plan.yaml",
+        "phases: !!set {a, b}\n",
+        "plan.yaml:1: field 'phases' must be a list, got *",
+    ),
+    Case(
+        "yaml-binary-tag-as-id",
+        "plan.yaml",
+        "phases:\n  - id: !!binary aGVsbG8=\n",
+        "plan.yaml:2: phase #1 field 'id' must be a phase id (a string or an integer), got *",
+    ),
+    Case(
+        "yaml-timestamp-as-timeout",
+        "plan.yaml",
+        "phases:\n  - id: a\n    timeout: 2001-12-14t21:59:43.10-05:00\n",
+        "plan.yaml:3: phase 'a' field 'timeout' must be a number, got '2001-12-14 21:59:43*'",
+    ),
+    Case(
+        "yaml-recursive-anchor",
+        "plan.yaml",
+        "phases: &p\n  - id: a\n    tags: *p\n",
+        "plan.yaml:3: phase 'a' field 'tags[0]' must be a string, got a mapping",
+    ),
+    Case(
+        "yaml-merge-of-a-scalar",
+        "plan.yaml",
+        "phases:\n  - <<: 5\n    id: a\n",
+        "plan.yaml:2: YAML error: expected a mapping or list of mappings for merging*",
+    ),
+    Case(
+        "yaml-list-as-key",
+        "plan.yaml",
+        "? [a, b]\n: 1\nphases:\n  - id: a\n",
+        "plan.yaml:1: YAML error: found unhashable key",
+    ),
+    Case(
+        "yaml-nested-too-deeply",
+        "plan.yaml",
+        "phases:\n" + "".join("  " * i + "- \n" for i in range(2000)),
+        "plan.yaml: YAML is nested too deeply",
+    ),
+    Case(
+        "yaml-kubernetes-documents",
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\n---\napiVersion: v1\nkind: Service\n",
+        "pod.yaml:3: YAML syntax error: but found another document*",
+    ),
+    Case(
+        "yaml-github-workflow",
+        "ci.yml",
+        "name: CI\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+        "ci.yml: " + NOT_A_PLAN + "a mapping with keys 'name', *'jobs'",
+    ),
+    Case(
+        "yaml-phases-a-mapping",
+        "plan.yaml",
+        "phases:\n  moon: full\n",
+        "plan.yaml:1: field 'phases' must be a list, got a mapping",
+    ),
+    Case(
+        "yaml-id-a-list",
+        "plan.yaml",
+        "phases:\n  - id: [a, b]\n",
+        "plan.yaml:2: phase #1 field 'id' must be a phase id (a string or an integer), got a list",
+    ),
+    Case(
+        "yaml-binary-file",
+        "plan.yaml",
+        bytes(range(256)),
+        "plan.yaml:*: not UTF-8 text",
+    ),
+    Case("yaml-empty-file", "plan.yaml", "", "plan.yaml: the plan is empty"),
+    Case("yaml-only-a-comment", "plan.yaml", "# to do\n", "plan.yaml: the plan is empty"),
+    # --- JSON ----------------------------------------------------------------------------------
+    Case(
+        "json-truncated",
+        "plan.json",
+        '{"phases": [{"id": "a", "run": ["ec',
+        "plan.json:1: JSON syntax error: Unterminated string starting at (column 33)",
+    ),
+    Case(
+        "json-trailing-comma",
+        "plan.json",
+        '{"phases": [\n  {"id": "a"},\n]}\n',
+        "plan.json:3: JSON syntax error: Expecting value (column 1)",
+    ),
+    Case(
+        "json-single-quotes",
+        "plan.json",
+        "{'phases': []}",
+        "plan.json:1: JSON syntax error: Expecting property name enclosed in double quotes*",
+    ),
+    Case(
+        "json-nested-too-deeply",
+        "plan.json",
+        "[" * 100_000,
+        "plan.json: JSON is nested too deeply",
+    ),
+    Case(
+        "json-integer-of-5000-digits",
+        "plan.json",
+        '{"phases": [{"id": ' + DIGITS + "}]}",
+        "plan.json:1: *",
+        xfail="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' "
+        "escapes json.loads: a traceback (INTERNALERROR with --maestro, exit 1 with "
+        "--maestro-analyze)",
+    ),
+    Case(
+        "json-nan-timeout",
+        "plan.json",
+        '{"phases": [{"id": "a", "timeout": NaN}]}',
+        "plan.json:1: phase 'a' field 'timeout' *",
+        xfail="accepted: JSON's non-standard NaN passes as a timeout (and YAML's .nan, .inf too)",
+    ),
+    Case(
+        "json-lone-surrogate-id",
+        "plan.json",
+        '{"phases": [{"id": "\\ud800"}]}',
+        "plan.json:1: *",
+        xfail="accepted by the reader; the run then dies writing the session file: "
+        "INTERNALERROR UnicodeEncodeError 'surrogates not allowed'",
+    ),
+    Case(
+        "json-a-number",
+        "plan.json",
+        "42",
+        "plan.json: " + NOT_A_PLAN + "a number",
+    ),
+    Case("json-null", "plan.json", "null", "plan.json: the plan is empty"),
+    Case(
+        "json-empty-file",
+        "plan.json",
+        "",
+        "plan.json:1: JSON syntax error: Expecting value (column 1)",
+    ),
+    Case(
+        "json-only-a-bom",
+        "plan.json",
+        "\ufeff",
+        "plan.json:1: JSON syntax error: Expecting value (column 1)",
+    ),
+    Case(
+        "json-a-json-schema",
+        "schema.json",
+        _json({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}),
+        "schema.json: " + NOT_A_PLAN + "a mapping with keys '$schema', 'type'",
+    ),
+    Case(
+        "json-a-notebook",
+        "notebook.json",
+        _json({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+        "notebook.json: " + NOT_A_PLAN + "a mapping with keys 'cells', *",
+    ),
+    Case(
+        "json-phases-of-strings",
+        "plan.json",
+        _json({"phases": ["build", "test"]}),
+        "plan.json:3: phase #1 must be a mapping of phase fields (id, name, run, ...), got 'build'",
+    ),
+    # --- phase ids -------------------------------------------------------------------------------
+    Case(
+        "id-with-double-colon",
+        "plan.json",
+        _one_phase_json(id="a::b"),
+        "plan.json:3: phase 'a::b' " + BAD_ID,
+    ),
+    Case(
+        "id-with-bracket",
+        "phases.json",
+        _json([_maestro_phase("a[1")]),
+        "phases.json:2: phase 'a[1' " + BAD_ID,
+    ),
+    Case(
+        "id-with-newline",
+        "plan.yaml",
+        'phases:\n  - id: "build\\nall"\n',
+        "plan.yaml:2: phase 'build\\nall' " + BAD_ID,
+        xfail="accepted: an id with a newline becomes a phase, its node id two lines",
+    ),
+    Case(
+        "id-with-terminal-escape",
+        "plan.json",
+        _one_phase_json(id="a\x1bc"),
+        "plan.json:3: phase 'a\\x1bc' " + BAD_ID,
+        xfail="accepted: an id holding ESC (a terminal reset, ESC c) becomes a phase",
+    ),
+    Case(
+        "id-with-nul",
+        "phases.json",
+        _json([_maestro_phase("a\x00b")]),
+        "phases.json:2: phase 'a\\x00b' " + BAD_ID,
+        xfail="accepted: an id holding NUL becomes a phase",
+    ),
+    Case(
+        "id-empty",
+        "plan.json",
+        _one_phase_json(id=""),
+        "plan.json:4: phase #1 field 'id' must be a phase id (a string or an integer), got ''",
+    ),
+    Case(
+        "id-a-boolean",
+        "plan.yaml",
+        "phases:\n  - id: yes\n",
+        "plan.yaml:2: phase #1 field 'id' must be a phase id (a string or an integer), got true",
+    ),
+    Case(
+        "id-a-float",
+        "phases.json",
+        _json([_maestro_phase(1.5)]),
+        "phases.json:3: phase #1 field 'id' must be a phase id*, got 1.5",
+    ),
+    # --- paths -----------------------------------------------------------------------------------
+    Case(
+        "path-absolute-posix",
+        "plan.yaml",
+        _absolute_into_test_dir,
+        "plan.yaml:2: phase 'a' file '/*/absolute-target.txt' is absolute; "
+        "plan paths are relative to the project root",
+    ),
+    Case(
+        "path-absolute-windows",
+        "tasks.md",
+        TASKS + "### T001: x\n**File(s)**: `C:\\Windows\\win.ini`\n**Depends**: None\n",
+        "tasks.md:3: phase 'T001' file 'C:\\\\Windows\\\\win.ini' is absolute*",
+    ),
+    Case(
+        "path-unc-share",
+        "plan.json",
+        _one_phase_json(reads=["//server/share/secret"]),
+        "plan.json:3: phase 'a' file '//server/share/secret' is absolute*",
+    ),
+    Case(
+        "path-dotdot-superpowers",
+        "plan.md",
+        "# X Implementation Plan\n\n### Task 1: a\n**Files:**\n- Modify: `src/../../etc/hosts`\n",
+        "plan.md:3: phase 'task-1' file 'src/../../etc/hosts' leaves the project root ('..')",
+    ),
+    Case(
+        "path-dotdot-maestro-md",
+        "plan.md",
+        "## Phase 1: x\n\n### Agent: builder\n\n### Files to Modify\n- `../../.bashrc`\n",
+        "plan.md:1: phase '1' file '../../.bashrc' leaves the project root ('..')",
+    ),
+    Case(
+        "path-dotdot-design-v2",
+        "plan.json",
+        _design({"subject": "a", "metadata": {"files": {"create": ["../x"]}}}),
+        "plan.json:5: phase '0' file '../x' leaves the project root ('..')",
+    ),
+    # --- cycles ----------------------------------------------------------------------------------
+    Case(
+        "cycle-of-1-tasklist",
+        "tasks.md",
+        TASKS + "### T001: a\n**Depends**: T001\n",
+        "tasks.md:3: phase 'T001' depends on itself",
+    ),
+    Case(
+        "cycle-of-1-design-v2",
+        "plan.json",
+        _design({"subject": "a", "blockedBy": [0]}),
+        "plan.json:5: phase '0' depends on itself",
+    ),
+    Case(
+        "cycle-of-1-maestro-json",
+        "phases.json",
+        _json([_maestro_phase(1, blocked_by=[1])]),
+        "phases.json:2: phase '1' depends on itself",
+    ),
+    Case(
+        "cycle-of-2-steps",
+        "steps.md",
+        "### Section 1: x\n*   [ ] **1/1**: a\n    *   **Depends**: 1/2\n"
+        "*   [ ] **1/2**: b\n    *   **Depends**: 1/1\n",
+        "steps.md:2: phase '1.1' dependency cycle: 1.1 -> 1.2 -> 1.1",
+    ),
+    Case(
+        "cycle-of-1000",
+        "plan.json",
+        _cycle(1000),
+        "plan.json:3: phase 'p0' dependency cycle: p0 -> p999 -> *",
+        xfail="the message lists every phase of the cycle: a 6,900-character line",
+    ),
+    # --- Markdown formats ------------------------------------------------------------------------
+    Case(
+        "maestro-md-duplicate-phase",
+        "plan.md",
+        "## Phase 1: x\n\n### Agent: builder\n\n## Phase 1: y\n\n### Agent: builder\n",
+        "plan.md:5: phase '1' duplicate phase id (first defined at line 1)",
+    ),
+    Case(
+        "maestro-md-dependency-of-5000-digits",
+        "plan.md",
+        f"## Phase 1: x\n\n### Agent: builder\n\n### Dependencies\n- Blocked by: {DIGITS}\n",
+        "plan.md:1: phase '1' depends on unknown phase '111*'",
+        xfail="the message quotes the whole 5,000-digit id: a 5,050-character line",
+    ),
+    Case(
+        "tasklist-unknown-dependency",
+        "tasks.md",
+        TASKS + "### T001: a\n**Depends**: T999\n",
+        "tasks.md:3: phase 'T001' depends on unknown phase 'T999'",
+    ),
+    Case(
+        "tasklist-range-of-5000-digits",
+        "tasks.md",
+        TASKS + f"### T001: a\n**Depends**: T{DIGITS}-T2\n",
+        "tasks.md:4: phase 'T001' *",
+        xfail="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' "
+        "from tasklist._expand_range: a traceback",
+    ),
+    Case(
+        "superpowers-truncated-example",
+        "plan.md",
+        _truncated("superpowers-plan.md", 0.02),
+        "plan.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+    ),
+    Case(
+        "markdown-meeting-notes",
+        "notes.md",
+        "# Meeting notes\n\nWe talked about the weather.\n",
+        "notes.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+    ),
+    Case(
+        "markdown-unclosed-fence",
+        "tasks.md",
+        TASKS + "```\n### T001: a\n",
+        "tasks.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+    ),
+    Case(
+        "markdown-binary",
+        "plan.md",
+        b"\x00\x01\x02 # Plan \xff\xfe",
+        "plan.md:1: not UTF-8 text",
+    ),
+    Case(
+        "markdown-nul-bytes",
+        "plan.md",
+        "# Plan\x00\x00\n\x00\n",
+        "plan.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+    ),
+    Case("markdown-whitespace", "plan.md", "  \n\t\n\n", "plan.md: the plan is empty"),
+    # --- design-v2 and Maestro phases JSON -------------------------------------------------------
+    Case(
+        "design-v2-schema-version-a-string",
+        "plan.json",
+        _design({"subject": "a"}, version="2"),
+        "plan.json:2: schemaVersion '2' is not supported*",
+    ),
+    Case(
+        "design-v2-tasks-a-mapping",
+        "plan.json",
+        _json({"schemaVersion": 2, "goal": "g", "tasks": {"a": 1}}),
+        "plan.json:4: field 'tasks' must be a list, got a mapping",
+    ),
+    Case(
+        "design-v2-tasks-of-strings",
+        "plan.json",
+        _design("a", "b"),
+        "plan.json:5: phase '0' must be a task object, got 'a'",
+    ),
+    Case(
+        "design-v2-blocked-by-a-boolean",
+        "plan.json",
+        _design({"subject": "a"}, {"subject": "b", "blockedBy": [True]}),
+        "plan.json:*: phase '1' field 'blockedBy[0]' must be a task index (an integer), got true",
+    ),
+    Case(
+        "maestro-json-name-a-number",
+        "phases.json",
+        _json([_maestro_phase(1, name=5)]),
+        "phases.json:4: phase '1' field 'name' must be a string or null, got 5",
+    ),
+    Case(
+        "maestro-json-phases-of-lists",
+        "phases.json",
+        _json([[1, 2]]),
+        "phases.json: " + NOT_A_PLAN + "a list",
+    ),
+    # --- not a file ------------------------------------------------------------------------------
+    Case("a-directory", "plan.yaml", _directory, "plan.yaml: is a directory, not a plan file"),
+]
+
+
+@pytest.mark.parametrize("case", params(PLAN_CASES))
+def test_a_hostile_plan_gets_one_clear_error(pytester: pytest.Pytester, case: Case) -> None:
+    write(pytester.path, case)
+    assert_refused(pytester, case, "--maestro", case.name)
+    assert_refused(pytester, case, "--maestro", case.name, "--maestro-analyze")
+
+
+def test_a_missing_plan_gets_one_clear_error(pytester: pytest.Pytester) -> None:
+    case = Case("missing", "plan.yaml", "", "nowhere.yaml: plan file not found")
+    assert_refused(pytester, case, "--maestro", "nowhere.yaml")
+    assert_refused(pytester, case, "--maestro", "nowhere.yaml", "--maestro-analyze")
+
+
+def test_there_are_forty_hostile_plans_in_every_format() -> None:
+    assert len(PLAN_CASES) >= 40
+    suffixes = {Path(case.name).suffix for case in PLAN_CASES}
+    assert {".yaml", ".yml", ".json", ".md"} <= suffixes
