@@ -647,3 +647,365 @@ def test_there_are_forty_hostile_plans_in_every_format() -> None:
     assert len(PLAN_CASES) >= 40
     suffixes = {Path(case.name).suffix for case in PLAN_CASES}
     assert {".yaml", ".yml", ".json", ".md"} <= suffixes
+
+
+# -- agent definitions ----------------------------------------------------------------------------
+
+AGENT_PLAN = "phases:\n  - id: a\n    agent: builder\n    run: [echo a]\n"
+AGENT = "agents/builder.md"
+
+
+def _agent(front: str, body: str = "You build.\n") -> str:
+    return f"---\n{front}---\n{body}"
+
+
+_LAUGHS = "".join(
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n"
+    for previous, name in zip("abcd", "bcde", strict=True)
+)
+
+AGENT_CASES = [
+    Case(
+        "agent-yaml-syntax",
+        AGENT,
+        _agent("name: [builder\n"),
+        AGENT + ":3: invalid agent definition: did not find expected ',' or ']'",
+    ),
+    Case(
+        "agent-python-object-tag",
+        AGENT,
+        _agent("name: !!python/object/apply:os.system ['touch pwned']\n"),
+        AGENT + ":2: invalid agent definition: could not determine a constructor for the tag "
+        "'tag:yaml.org,2002:python/object/apply:os.system'",
+    ),
+    Case(
+        "agent-timeout-mins-text",
+        AGENT,
+        _agent("name: builder\ntimeout_mins: ten\n"),
+        AGENT + "*: agent 'builder': timeout_mins must be a number, got 'ten'",
+    ),
+    Case(
+        "agent-timeout-mins-nan",
+        AGENT,
+        _agent("name: builder\ntimeout_mins: .nan\n"),
+        AGENT + "*: agent 'builder': timeout_mins *",
+        xfail="accepted: a NaN timeout (and .inf) passes the '> 0' check",
+    ),
+    Case(
+        "agent-max-turns-fraction",
+        AGENT,
+        _agent("name: builder\nmax_turns: 1.5\n"),
+        AGENT + "*: agent 'builder': max_turns must be a whole number > 0, got 1.5",
+    ),
+    Case(
+        "agent-max-turns-of-5000-digits",
+        AGENT,
+        _agent(f"name: builder\nmax_turns: {DIGITS}\n"),
+        AGENT + "*: invalid agent definition: Exceeds the limit (4300 digits)*",
+    ),
+    Case(
+        "agent-env-a-list",
+        AGENT,
+        _agent("name: builder\nenv: [A, B]\n"),
+        AGENT + "*: agent 'builder': env must be a mapping of names to values, got ['A', 'B']",
+    ),
+    Case(
+        "agent-env-value-a-mapping",
+        AGENT,
+        _agent("name: builder\nenv:\n  TOKEN: {from: vault}\n"),
+        AGENT + "*: agent 'builder': env*TOKEN*",
+        xfail="accepted: the agent CLI gets TOKEN=\"{'from': 'vault'}\"",
+    ),
+    Case(
+        "agent-command-text",
+        AGENT,
+        _agent("name: builder\ncommand: claude -p\n"),
+        AGENT + "*: agent 'builder': command must be a list of arguments, got 'claude -p'",
+    ),
+    Case(
+        "agent-command-a-mapping",
+        AGENT,
+        _agent("name: builder\ncommand: {run: claude}\n"),
+        AGENT + "*: agent 'builder': command must be a list of text, got {'run': 'claude'}",
+    ),
+    Case(
+        "agent-name-a-mapping",
+        AGENT,
+        _agent("name: {first: builder}\n"),
+        AGENT + "*: invalid agent definition: name must be text, got {'first': 'builder'}",
+    ),
+    Case(
+        "agent-binary",
+        AGENT,
+        b"\x00\xff\xfe\x00binary",
+        AGENT + "*: invalid agent definition: *utf-8*",
+    ),
+    Case(
+        "agent-frontmatter-a-list",
+        AGENT,
+        _agent("- name: builder\n- timeout_mins: 5\n"),
+        AGENT + "*: *",
+        xfail="accepted: a frontmatter that is not a mapping is ignored; the agent gets its name "
+        "from the file and no settings",
+    ),
+    Case(
+        "agent-frontmatter-unclosed",
+        AGENT,
+        "---\nname: builder\ntimeout_mins: 5\n\nYou build.\n",
+        AGENT + "*: *",
+        xfail="accepted: without its closing '---' the frontmatter becomes the instructions",
+    ),
+    Case(
+        "agent-alias-bomb",
+        AGENT,
+        _agent("a: &a [x, x, x, x, x, x, x, x, x]\n" + _LAUGHS + "tools: *e\n"),
+        AGENT + "*: agent 'builder': tools must be a list of text*",
+        xfail="the message quotes the expanded value: a 310,000-character line "
+        "(9^5 items; each level of aliases multiplies it by 9)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", params(AGENT_CASES))
+def test_a_hostile_agent_file_gets_one_clear_error(pytester: pytest.Pytester, case: Case) -> None:
+    (pytester.path / "plan.yaml").write_text(AGENT_PLAN)
+    write(pytester.path, case)
+    assert_refused(pytester, case, "--maestro", "plan.yaml")
+
+
+# -- session state ----------------------------------------------------------------------------
+
+SESSION_PLAN = (
+    "phases:\n  - id: a\n    run: [echo a]\n  - id: b\n    blocked_by: [a]\n    run: [echo b]\n"
+)
+Damage = Callable[[Path, Path], None]  # (snapshot, journal)
+
+
+def _journal(entry: str) -> Damage:
+    def damage(snapshot: Path, journal: Path) -> None:
+        journal.write_text(entry + "\n")
+
+    return damage
+
+
+def _front(old: str, new: str) -> Damage:
+    def damage(snapshot: Path, journal: Path) -> None:
+        text = snapshot.read_text(encoding="utf-8")
+        assert re.search(old, text, re.M), old
+        snapshot.write_text(re.sub(old, new, text, count=1, flags=re.M), encoding="utf-8")
+
+    return damage
+
+
+def _replace(content: bytes) -> Damage:
+    def damage(snapshot: Path, journal: Path) -> None:
+        snapshot.write_bytes(content)
+
+    return damage
+
+
+def _snapshot_a_directory(snapshot: Path, journal: Path) -> None:
+    snapshot.unlink()
+    snapshot.mkdir()
+
+
+@dataclass(frozen=True)
+class Damaged:
+    id: str
+    damage: Damage
+    file: str  # the suffix of the file the message must name
+    xfail: str | None = None
+
+    def param(self) -> object:
+        marks = [pytest.mark.xfail(strict=True, reason=self.xfail)] if self.xfail else []
+        return pytest.param(self, id=self.id, marks=marks)
+
+
+_TRACEBACK = "a traceback (INTERNALERROR {}) while the journal is replayed"
+_NO_ADVICE = "one line, but it says {!r} and not what to do (--maestro-fresh)"
+SESSION_CASES = [
+    Damaged(
+        "journal-unknown-status",
+        _journal('{"seq": 99, "op": "record", "phase": "a", "status": "exploded"}'),
+        ".journal",
+        _TRACEBACK.format("ValueError: 'exploded' is not a valid Status"),
+    ),
+    Damaged(
+        "journal-record-without-status",
+        _journal('{"seq": 99, "op": "record", "phase": "a"}'),
+        ".journal",
+        _TRACEBACK.format("KeyError: 'status'"),
+    ),
+    Damaged(
+        "journal-facts-a-list",
+        _journal('{"seq": 99, "op": "record", "phase": "a", "status": "failed", "facts": [1]}'),
+        ".journal",
+        _TRACEBACK.format("AttributeError: 'list' object has no attribute 'get'"),
+    ),
+    Damaged(
+        "journal-tokens-text",
+        _journal(
+            '{"seq": 99, "op": "record", "phase": "a", "status": "failed", '
+            '"facts": {"tokens": "many"}}'
+        ),
+        ".journal",
+        _TRACEBACK.format("AttributeError: 'str' object has no attribute 'get'"),
+    ),
+    Damaged(
+        "journal-files-a-number",
+        _journal(
+            '{"seq": 99, "op": "record", "phase": "a", "status": "failed", '
+            '"facts": {"files_created": 5}}'
+        ),
+        ".journal",
+        _TRACEBACK.format("TypeError: Value after * must be an iterable, not int"),
+    ),
+    Damaged(
+        "journal-session-fields-a-list",
+        _journal('{"seq": 99, "op": "session", "fields": [1, 2]}'),
+        ".journal",
+        _TRACEBACK.format("AttributeError: 'list' object has no attribute 'items'"),
+    ),
+    Damaged(
+        "session-phases-text",
+        _front(r"^phases:\n", "phases: all of them\nold_phases:\n"),
+        ".md",
+        _NO_ADVICE.format("string indices must be integers, not 'str'"),
+    ),
+    Damaged(
+        "session-phase-unknown-status",
+        _front(r"status: completed\n  agents", "status: exploded\n  agents"),
+        ".md",
+        _NO_ADVICE.format("phase 'a' has unknown status 'exploded'"),
+    ),
+    Damaged(
+        "session-phase-without-id",
+        _front(r"^- id: a$", "- ident: a"),
+        ".md",
+        _NO_ADVICE.format("'id'"),
+    ),
+    Damaged(
+        "session-journal-seq-text",
+        _front(r"^journal_seq: \d+$", "journal_seq: many"),
+        ".md",
+        _NO_ADVICE.format("invalid literal for int() with base 10: 'many'"),
+    ),
+    Damaged(
+        "session-token-usage-a-list",
+        _front(r"^token_usage:$", "token_usage: [1, 2]\nold_usage:"),
+        ".md",
+        _NO_ADVICE.format("'list' object has no attribute 'get'"),
+    ),
+    Damaged(
+        "session-attempts-text",
+        _front(r"attempts: 1$", "attempts: often"),
+        ".md",
+        _NO_ADVICE.format("invalid literal for int() with base 10: 'often'"),
+    ),
+    Damaged(
+        "session-errors-a-number",
+        _front(r"errors: \[\]$", "errors: 5"),
+        ".md",
+        _NO_ADVICE.format("'int' object is not iterable"),
+    ),
+    Damaged(
+        "session-without-frontmatter",
+        _replace(b"# my notes\n"),
+        ".md",
+        _NO_ADVICE.format("no frontmatter between '---' lines"),
+    ),
+    Damaged(
+        "session-binary",
+        _replace(b"---\n\xff\xfe\x00\n---\n"),
+        ".md",
+        _NO_ADVICE.format("not UTF-8 text"),
+    ),
+    Damaged(
+        "session-frontmatter-a-list",
+        _replace(b"---\n- a\n- b\n---\n"),
+        ".md",
+        _NO_ADVICE.format("frontmatter is not a mapping"),
+    ),
+    Damaged(
+        "session-a-directory",
+        _snapshot_a_directory,
+        ".md",
+        _NO_ADVICE.format("cannot use session ...: [Errno 21] Is a directory"),
+    ),
+]
+
+
+def _damaged_session(pytester: pytest.Pytester, case: Damaged) -> Path:
+    """Run the plan once, then damage its session; the damaged file."""
+    (pytester.path / "plan.yaml").write_text(SESSION_PLAN)
+    ret, stdout, _ = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert ret == 0, stdout
+    [snapshot] = (pytester.path / STATE_DIR).glob("plan-*.md")
+    journal = snapshot.with_suffix(".journal")
+    case.damage(snapshot, journal)
+    return snapshot.with_suffix(case.file)
+
+
+@pytest.mark.parametrize("case", [case.param() for case in SESSION_CASES])
+def test_a_damaged_session_gets_one_line_naming_the_file_and_the_way_out(
+    pytester: pytest.Pytester, case: Damaged
+) -> None:
+    damaged = _damaged_session(pytester, case)
+    before = outside_state(pytester.path)
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*--maestro-fresh*")
+    assert outside_state(pytester.path) == before
+
+
+@pytest.mark.parametrize("case", SESSION_CASES, ids=[case.id for case in SESSION_CASES])
+def test_maestro_fresh_gets_past_a_damaged_session_and_keeps_it(
+    pytester: pytest.Pytester, case: Damaged
+) -> None:
+    damaged = _damaged_session(pytester, case)
+    kept = damaged.read_bytes() if damaged.is_file() else None
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml", "--maestro-fresh")
+    assert ret == 0, stdout + stderr
+    assert "2 passed" in stdout
+    if kept is not None:  # the damaged file is archived, not lost
+        archived = list((pytester.path / STATE_DIR / "archive").glob(f"*{damaged.suffix}"))
+        assert [path.read_bytes() for path in archived] == [kept]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ignored: pytest collects the directory's tests instead (here none: exit 5)",
+)
+def test_analyze_without_a_plan_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    ret, stdout, stderr = run_in_process(pytester, "--maestro-analyze")
+    assert_one_clear_error(ret, stdout, stderr, "*--maestro-analyze*--maestro*")
+    assert ret == USAGE
+
+
+def test_a_declared_file_behind_a_symlink_out_of_the_root_is_never_touched(
+    pytester: pytest.Pytester,
+) -> None:
+    project, outside = pytester.path / "project", pytester.path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (outside / "secret.txt").write_text("secret\n")
+    (project / "out").symlink_to(outside)
+    plan = {
+        "phases": [
+            {"id": "a", "files": {"modify": ["out/secret.txt"]}, "run": ["echo x > out/secret.txt"]}
+        ]
+    }
+    (project / "plan.yaml").write_text(yaml.safe_dump(plan))
+    before = outside_state(pytester.path)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--maestro", "project/plan.yaml")
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["phase 'a' (a) was blocked", "declared file 'out/secret.txt' resolves outside the *"]
+    )
+    assert outside_state(pytester.path) == before
+    assert (outside / "secret.txt").read_text() == "secret\n"
