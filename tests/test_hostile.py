@@ -15,9 +15,16 @@ the mark must go once it is fixed.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -661,7 +668,7 @@ def _agent(front: str, body: str = "You build.\n") -> str:
 
 _LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n"
-    for previous, name in zip("abcd", "bcde", strict=True)
+    for previous, name in itertools.pairwise("abcde")
 )
 
 AGENT_CASES = [
@@ -1009,3 +1016,233 @@ def test_a_declared_file_behind_a_symlink_out_of_the_root_is_never_touched(
     )
     assert outside_state(pytester.path) == before
     assert (outside / "secret.txt").read_text() == "secret\n"
+
+
+# -- bounded: what could hang or exhaust memory runs in a subprocess under limits ---------------
+
+CPU_SECONDS = 2  # of CPU time, whatever the load: pytest refuses a plan in about 0.4 s
+WALL_SECONDS = 4  # for what blocks without using CPU (a FIFO)
+ADDRESS_SPACE = 1 << 30  # a MemoryError rather than the machine's memory
+PEAK_RSS_MB = 256  # pytest alone peaks at about 40 MB
+SIZE_WORDS = re.compile(r"(?i)too (?:large|big|long)|limit|\d+ ?[KMG]i?B\b|bytes")
+
+
+@dataclass(frozen=True)
+class Run:
+    ret: int | None  # None: ended by a signal
+    ended_by: str | None  # what ended it, when a signal did
+    stdout: str
+    stderr: str
+    peak_rss_mb: float
+    cpu: float
+    wall: float
+
+
+def _limits() -> None:  # in the child, before exec
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file left behind
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MAESTRO_", "COV_"))}
+    env["HOME"] = str(home)  # no user's ~/.claude/agents
+    return env
+
+
+def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
+    """``python -m pytest ARGS`` in ``cwd`` under CPU, wall-time and memory limits."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "--assert=plain",
+        *args,
+    ]
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
+        child = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=_environment(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            preexec_fn=_limits,
+            start_new_session=True,
+        )
+    killer = threading.Timer(WALL_SECONDS, _kill_group, (child.pid,))
+    killer.start()
+    try:
+        # Wait without reaping: until wait4 below, the pid cannot name another process.
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    finally:
+        killer.cancel()
+        killer.join()
+    _kill_group(child.pid)  # anything it left behind
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    ended_by = None
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        ended_by = {
+            signal.SIGXCPU: f"the {CPU_SECONDS} s CPU limit",
+            signal.SIGKILL: f"the {WALL_SECONDS} s wall-time limit",
+        }.get(number, signal.Signals(number).name)
+    return Run(
+        ret=None if ended_by else child.returncode,
+        ended_by=ended_by,
+        stdout=(logs / "stdout").read_text(errors="replace"),
+        stderr=(logs / "stderr").read_text(errors="replace"),
+        peak_rss_mb=usage.ru_maxrss / 1024,
+        cpu=usage.ru_utime + usage.ru_stime,
+        wall=time.monotonic() - started,
+    )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _fifo(name: str) -> Callable[[Path], list[str]]:
+    def build(directory: Path) -> list[str]:
+        os.mkfifo(directory / name)
+        return ["--maestro", name, "--maestro-analyze"]
+
+    return build
+
+
+def _file(name: str, content: Callable[[], str]) -> Callable[[Path], list[str]]:
+    def build(directory: Path) -> list[str]:
+        (directory / name).write_text(content(), encoding="utf-8")
+        return ["--maestro", name, "--maestro-analyze"]
+
+    return build
+
+
+def _fifo_agent(directory: Path) -> list[str]:
+    (directory / "plan.yaml").write_text(AGENT_PLAN)
+    (directory / "agents").mkdir()
+    os.mkfifo(directory / AGENT)
+    return ["--maestro", "plan.yaml"]
+
+
+def _alias_bomb() -> str:
+    """Nine levels of nine aliases each: 387 million references in 1 kB (billion laughs)."""
+    levels = "abcdefghi"
+    text = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n"
+        for previous, name in itertools.pairwise(levels)
+    )
+    return text + "phases:\n  - id: a\n    tags: *i\n"
+
+
+@dataclass(frozen=True)
+class Limited:
+    id: str
+    build: Callable[[Path], list[str]]  # writes the input, returns pytest's arguments
+    error: str | None  # the one error line; None: a plan is fine too, if read in bounded time
+    size_limit: bool = False  # the error must say that the input is too big
+    xfail: str | None = None
+
+    def param(self) -> object:
+        marks = [pytest.mark.xfail(strict=True, reason=self.xfail)] if self.xfail else []
+        return pytest.param(self, id=self.id, marks=marks)
+
+
+LIMITED_CASES = [
+    Limited(
+        "dev-zero",
+        lambda directory: ["--maestro", "/dev/zero", "--maestro-analyze"],
+        "/dev/zero: *",
+        xfail="read to the end: MemoryError under a 1 GiB address space (and without a limit, "
+        "all the machine's memory)",
+    ),
+    Limited(
+        "fifo",
+        _fifo("plan.yaml"),
+        "plan.yaml: *",
+        xfail="opening the FIFO blocks until a writer comes: killed at the wall-time limit",
+    ),
+    Limited(
+        "plan-of-50-mb",
+        _file("big.json", lambda: _one_phase_json(description="x" * 50_000_000)),
+        "big.json: *",
+        size_limit=True,
+        xfail="accepted: read whole, analysed, exit 0 (180 MB peak)",
+    ),
+    Limited(
+        "field-of-10-mb",
+        _file("field.json", lambda: _one_phase_json(name="x" * 10_000_000)),
+        "field.json*: *",
+        size_limit=True,
+        xfail="accepted, and the analysis prints the 10 MB name, exit 0",
+    ),
+    Limited(
+        "phases-100000",
+        _file("many.json", lambda: _json({"phases": [{"id": f"p{i}"} for i in range(100_000)]})),
+        "many.json*: *",
+        xfail="accepted: reading and analysing take 6.5 s (23 s to read as YAML): "
+        "killed at the CPU limit",
+    ),
+    Limited(
+        "yaml-alias-bomb",
+        _file("bomb.yaml", _alias_bomb),
+        "bomb.yaml*: *",
+        xfail="schema validation formats the expanded value (387 million items) into its "
+        "message: killed at the CPU limit (100 s, GBs of memory without one)",
+    ),
+    Limited(
+        "markdown-heading-of-100000-spaces",
+        _file("tasks.md", lambda: TASKS + "### T001: a" + " " * 100_000 + "x\n**Depends**: None\n"),
+        None,
+        xfail="the heading regular expression backtracks (quadratic or worse: 10 kB take 2 s, "
+        "20 kB 19 s): killed at the CPU limit",
+    ),
+    Limited(
+        "markdown-100000-backticks",
+        _file("tasks.md", lambda: TASKS + "### T001: a\n**File(s)**: " + "`" * 100_000 + "\n"),
+        None,
+        xfail="the code span regular expression backtracks (cubic: 4,000 backticks take 2.3 s): "
+        "killed at the CPU limit",
+    ),
+    Limited(
+        "agent-file-a-fifo",
+        _fifo_agent,
+        AGENT + ": *",
+        xfail="opening the agent definition blocks until a writer comes: killed at the "
+        "wall-time limit",
+    ),
+]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/dev/zero, FIFOs and rlimits as on Linux")
+@pytest.mark.parametrize("case", [case.param() for case in LIMITED_CASES])
+def test_what_could_hang_or_exhaust_memory_is_refused_in_bounded_time_and_memory(
+    tmp_path: Path, case: Limited
+) -> None:
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    args = case.build(work)
+    before = outside_state(work)
+    run = run_bounded(work, args, tmp_path / "logs")
+    assert run.ended_by is None, (
+        f"ended by {run.ended_by} after {run.cpu:.1f} s of CPU, {run.wall:.1f} s\n"
+        + run.stderr[-2000:]
+    )
+    assert run.peak_rss_mb < PEAK_RSS_MB
+    assert run.ret is not None
+    if case.error is not None or run.ret != 0:
+        line = assert_one_clear_error(run.ret, run.stdout, run.stderr, case.error or "*")
+        if case.size_limit:
+            assert SIZE_WORDS.search(line), line
+    assert outside_state(work) == before
