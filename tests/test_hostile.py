@@ -87,6 +87,7 @@ def matches(text: str, pattern: str) -> bool:
     return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), text, re.S) is not None
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _COLLECT_HEADER = re.compile(r"^_+ ERROR collecting .+ _+$")
 
 
@@ -118,6 +119,7 @@ def assert_one_clear_error(ret: int, stdout: str, stderr: str, pattern: str) -> 
     assert len(errors) == 1, f"{len(errors)} errors: {errors}\n{output[-3000:]}"
     [line] = errors
     assert "\n" not in line, line
+    assert not _CONTROL.search(line), f"a control character (a terminal escape?): {line!r}"
     assert len(line) <= MAX_LINE, f"a {len(line)}-character error line: {line[:300]}..."
     if ret == USAGE:  # nothing else on stderr: no second line of the same message
         others = [x for x in stderr.splitlines() if x.strip() and not x.startswith("ERROR: ")]
@@ -308,6 +310,22 @@ PLAN_CASES = [
         "ci.yml: " + NOT_A_PLAN + "a mapping with keys 'name', *'jobs'",
     ),
     Case(
+        "yaml-impossible-date",
+        "plan.yaml",
+        "phases:\n  - id: a\n    estimate: 2024-02-30\n",
+        "plan.yaml:3: *",
+        xfail="ValueError 'day is out of range for month' from PyYAML's timestamp constructor "
+        "escapes the reader: a traceback",
+    ),
+    Case(
+        "yaml-integer-of-5000-digits",
+        "plan.yaml",
+        f"phases:\n  - id: {DIGITS}\n",
+        "plan.yaml:2: *",
+        xfail="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' from "
+        "PyYAML's int constructor escapes the reader: a traceback",
+    ),
+    Case(
         "yaml-phases-a-mapping",
         "plan.yaml",
         "phases:\n  moon: full\n",
@@ -406,6 +424,20 @@ PLAN_CASES = [
         "notebook.json",
         _json({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
         "notebook.json: " + NOT_A_PLAN + "a mapping with keys 'cells', *",
+    ),
+    Case(
+        "json-unknown-field-with-a-newline",
+        "plan.json",
+        _one_phase_json(**{"run\nall": True}),
+        "plan.json:5: phase 'a' has unknown field 'run\\nall'*",
+        xfail="the field's name is quoted raw: the message breaks over two lines",
+    ),
+    Case(
+        "json-unknown-field-with-a-terminal-escape",
+        "plan.json",
+        _one_phase_json(**{"\x1b[2J": True}),
+        "plan.json:5: phase 'a' has unknown field '\\x1b[2J'*",
+        xfail="the field's name is printed raw: ESC [2J clears the user's terminal",
     ),
     Case(
         "json-phases-of-strings",
