@@ -26,9 +26,7 @@ EXAMPLES = sorted((REPO / "example_plans").iterdir())
 FORMATS: tuple[str | None, ...] = (None, *FORMAT_NAMES)
 SUFFIXES = (".yaml", ".yml", ".json", ".md", ".txt", "")
 _BAD_ID = re.compile(r"::|\[|\]|^\s|\s$")
-
-
-SCALE = 1
+SCALE = 1  # examples are tuned for about 10 s in all; raise this to search longer by hand
 
 
 def fuzz(examples: int) -> settings:

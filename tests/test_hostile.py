@@ -1070,12 +1070,17 @@ class Run:
     wall: float
 
 
-def _limits() -> None:  # in the child, before exec
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file left behind
+# The limits are set by the child itself, before pytest starts: a preexec_fn would run Python
+# between fork and exec, which is unsafe in a process with threads (an xdist worker).
+_LIMITED_PYTEST = """
+import resource, runpy, sys
+cpu, memory = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file left behind
+sys.argv = ["pytest", *sys.argv[3:]]
+runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+"""
 
 
 def _environment(home: Path) -> dict[str, str]:
@@ -1088,8 +1093,10 @@ def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
     """``python -m pytest ARGS`` in ``cwd`` under CPU, wall-time and memory limits."""
     command = [
         sys.executable,
-        "-m",
-        "pytest",
+        "-c",
+        _LIMITED_PYTEST,
+        str(CPU_SECONDS),
+        str(ADDRESS_SPACE),
         "-p",
         "no:cacheprovider",
         "-p",
@@ -1107,7 +1114,6 @@ def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
-            preexec_fn=_limits,
             start_new_session=True,
         )
     killer = threading.Timer(WALL_SECONDS, _kill_group, (child.pid,))
@@ -1191,6 +1197,17 @@ class Limited:
 
 
 LIMITED_CASES = [
+    # Two controls: the limits leave room for pytest to refuse a plan, or to analyse one.
+    Limited(
+        "control-a-syntax-error",
+        _file("plan.yaml", lambda: "phases: [\n"),
+        "plan.yaml:2: YAML syntax error: *",
+    ),
+    Limited(
+        "control-a-plan",
+        _file("plan.yaml", lambda: "phases:\n  - id: a\n  - id: b\n    blocked_by: [a]\n"),
+        None,
+    ),
     Limited(
         "dev-zero",
         lambda directory: ["--maestro", "/dev/zero", "--maestro-analyze"],
@@ -1277,4 +1294,6 @@ def test_what_could_hang_or_exhaust_memory_is_refused_in_bounded_time_and_memory
         line = assert_one_clear_error(run.ret, run.stdout, run.stderr, case.error or "*")
         if case.size_limit:
             assert SIZE_WORDS.search(line), line
+    else:  # read: the analysis is printed
+        assert run.stdout.startswith("Plan: "), run.stdout[:500] + run.stderr[-2000:]
     assert outside_state(work) == before
