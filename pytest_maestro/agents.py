@@ -17,8 +17,10 @@ from typing import Any
 
 from .plan.errors import PlanError
 from .plan.front_matter import FrontMatterError, load_yaml, split_front_matter
+from .plan.source import read_bounded
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
+MAX_AGENT_BYTES = 1024 * 1024  # a role's instructions, not a library
 PROMPT_VIA = ("stdin", "file")
 # Claude Code's ``model: inherit`` means "the caller's model": no model of its own.
 _NO_MODEL = ("", "inherit", "default", "null", "none")
@@ -87,12 +89,11 @@ class AgentRegistry:
 
 
 def load_agent(path: Path) -> Agent:
+    raw = read_bounded(path, MAX_AGENT_BYTES, "agent definition")
     try:
-        text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError:
         raise PlanError("invalid agent definition: not UTF-8 text", path) from None
-    except OSError as exc:
-        raise PlanError(f"cannot read agent definition: {exc.strerror}", path) from None
     front = split_front_matter(text)
     try:
         meta = load_yaml(front) if front is not None else {}

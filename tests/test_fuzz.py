@@ -317,31 +317,16 @@ FOUND = [
         ".yaml",
         "0000-00-00",
         id="yaml-timestamp-of-year-0",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="ValueError 'year 0 is out of range' from PyYAML's timestamp constructor "
-            "escapes the reader (2001-02-30: 'day is out of range for month')",
-        ),
     ),
     pytest.param(
         ".json",
         "9" * 4400,
         id="json-integer-of-4400-digits",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' "
-            "escapes json.loads",
-        ),
     ),
     pytest.param(
         ".yaml",
         "9" * 4400,
         id="yaml-integer-of-4400-digits",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' "
-            "escapes PyYAML's int constructor",
-        ),
     ),
     pytest.param(
         ".json",

@@ -36,9 +36,9 @@ import yaml
 # modules instead of importing (and compiling) them again for every run: 0.04 s a run, not 0.3 s.
 from pytest_maestro import analysis, collect, orchestrator, session  # noqa: F401
 from pytest_maestro.plan import FORMAT_NAMES
-from pytest_maestro.plan.formats import readers
+from pytest_maestro.plan.formats import READERS
 
-readers()  # imports every plan reader
+assert READERS  # every plan reader is imported
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_DIR = ".maestro"
@@ -314,16 +314,12 @@ PLAN_CASES = [
         "plan.yaml",
         "phases:\n  - id: a\n    estimate: 2024-02-30\n",
         "plan.yaml:3: *",
-        xfail="ValueError 'day is out of range for month' from PyYAML's timestamp constructor "
-        "escapes the reader: a traceback",
     ),
     Case(
         "yaml-integer-of-5000-digits",
         "plan.yaml",
         f"phases:\n  - id: {DIGITS}\n",
         "plan.yaml:2: *",
-        xfail="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' from "
-        "PyYAML's int constructor escapes the reader: a traceback",
     ),
     Case(
         "yaml-phases-a-mapping",
@@ -375,9 +371,6 @@ PLAN_CASES = [
         "plan.json",
         '{"phases": [{"id": ' + DIGITS + "}]}",
         "plan.json:1: *",
-        xfail="ValueError 'Exceeds the limit (4300 digits) for integer string conversion' "
-        "escapes json.loads: a traceback (INTERNALERROR with --maestro, exit 1 with "
-        "--maestro-analyze)",
     ),
     Case(
         "json-nan-timeout",
@@ -708,7 +701,7 @@ AGENT_CASES = [
         "agent-yaml-syntax",
         AGENT,
         _agent("name: [builder\n"),
-        AGENT + ":3: invalid agent definition: did not find expected ',' or ']'",
+        AGENT + ":*: invalid agent definition: *expected ',' or ']'*",
     ),
     Case(
         "agent-python-object-tag",
@@ -740,7 +733,7 @@ AGENT_CASES = [
         "agent-max-turns-of-5000-digits",
         AGENT,
         _agent(f"name: builder\nmax_turns: {DIGITS}\n"),
-        AGENT + "*: invalid agent definition: Exceeds the limit (4300 digits)*",
+        AGENT + "*: invalid agent definition: *Exceeds the limit (4300 digits)*",
     ),
     Case(
         "agent-env-a-list",
@@ -777,7 +770,7 @@ AGENT_CASES = [
         "agent-binary",
         AGENT,
         b"\x00\xff\xfe\x00binary",
-        AGENT + "*: invalid agent definition: *utf-8*",
+        AGENT + "*: invalid agent definition: *UTF-8*",
     ),
     Case(
         "agent-frontmatter-a-list",
@@ -1212,28 +1205,23 @@ LIMITED_CASES = [
         "dev-zero",
         lambda directory: ["--maestro", "/dev/zero", "--maestro-analyze"],
         "/dev/zero: *",
-        xfail="read to the end: MemoryError under a 1 GiB address space (and without a limit, "
-        "all the machine's memory)",
     ),
     Limited(
         "fifo",
         _fifo("plan.yaml"),
         "plan.yaml: *",
-        xfail="opening the FIFO blocks until a writer comes: killed at the wall-time limit",
     ),
     Limited(
         "plan-of-50-mb",
         _file("big.json", lambda: _one_phase_json(description="x" * 50_000_000)),
         "big.json: *",
         size_limit=True,
-        xfail="accepted: read whole, analysed, exit 0 (180 MB peak)",
     ),
     Limited(
         "field-of-10-mb",
         _file("field.json", lambda: _one_phase_json(name="x" * 10_000_000)),
         "field.json*: *",
         size_limit=True,
-        xfail="accepted, and the analysis prints the 10 MB name, exit 0",
     ),
     Limited(
         "phases-100000",
@@ -1267,8 +1255,6 @@ LIMITED_CASES = [
         "agent-file-a-fifo",
         _fifo_agent,
         AGENT + ": *",
-        xfail="opening the agent definition blocks until a writer comes: killed at the "
-        "wall-time limit",
     ),
 ]
 

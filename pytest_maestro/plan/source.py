@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,18 +21,45 @@ from .front_matter import FrontMatter, split_front_matter
 from .yaml_loader import FastSafeLoader
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_HUGE_NUMBER = re.compile(r"\d{4000,}")
+
+
+# Far above any real plan (the largest seen are well under 1 MB); a plan past it is refused
+# rather than read into memory whole.
+MAX_PLAN_BYTES = 8 * 1024 * 1024
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """A regular file's bytes, refusing what could block or exhaust memory: a FIFO, a device
+    (``/dev/zero``), a socket, or a file over ``limit`` bytes."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise PlanError(f"{what} not found", path) from None
+    except OSError as exc:
+        raise PlanError(f"cannot read {what}: {exc.strerror}", path) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise PlanError(f"is a directory, not a {what}", path)
+    if not stat.S_ISREG(info.st_mode):
+        raise PlanError(f"is not a regular file (a FIFO, device or socket): not a {what}", path)
+    if info.st_size > limit:
+        raise PlanError(
+            f"is {info.st_size:,} bytes, too large: a {what} may have {limit // 1024 // 1024} MB",
+            path,
+        )
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise PlanError(f"cannot read {what}: {exc.strerror}", path) from None
+    if len(raw) > limit:  # it grew while we looked
+        raise PlanError(f"is over {limit:,} bytes, too large for a {what}", path)
+    return raw
 
 
 def read_text(path: Path) -> str:
     """The plan's text with a UTF-8 BOM removed and line endings normalised to ``\\n``."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise PlanError("plan file not found", path) from None
-    except IsADirectoryError:
-        raise PlanError("is a directory, not a plan file", path) from None
-    except OSError as exc:
-        raise PlanError(f"cannot read plan: {exc.strerror}", path) from None
+    raw = read_bounded(path, MAX_PLAN_BYTES, "plan file")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -146,6 +174,11 @@ def decode_json(text: str) -> DecodedJson:
         data = json.loads(text, object_pairs_hook=mapping)
     except json.JSONDecodeError as exc:
         return DecodedJson(error=exc)
+    except ValueError as exc:  # an integer of thousands of digits: Python's own limit
+        found = _HUGE_NUMBER.search(text)
+        at = found.start() if found else 0
+        why = str(exc).split(";")[0]
+        return DecodedJson(error=json.JSONDecodeError(f"number too long ({why})", text, at))
     except RecursionError:
         return DecodedJson(too_deep=True)
     return DecodedJson(data, duplicates)

@@ -19,7 +19,39 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-FastSafeLoader: Any = yaml.SafeLoader
+
+class CheckedSafeLoader(yaml.SafeLoader):
+    """``SafeLoader`` whose impossible values (``2024-02-30``, an integer of 5,000 digits) are
+    YAML errors at their line, not a ValueError from deep inside PyYAML."""
+
+
+def _checked(construct: Any) -> Any:
+    def construct_checked(loader: Any, node: yaml.Node) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, OverflowError) as exc:
+            shown = str(node.value)[:40] + ("…" if len(str(node.value)) > 40 else "")
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"cannot read the value {shown!r}: {str(exc).split(';')[0]}",
+                node.start_mark,
+            ) from None
+
+    return construct_checked
+
+
+def _check_values(loader: Any) -> None:
+    for tag, construct in (
+        ("int", SafeConstructor.construct_yaml_int),
+        ("float", SafeConstructor.construct_yaml_float),
+        ("timestamp", SafeConstructor.construct_yaml_timestamp),
+    ):
+        loader.add_constructor(f"tag:yaml.org,2002:{tag}", _checked(construct))
+
+
+_check_values(CheckedSafeLoader)
+FastSafeLoader: Any = CheckedSafeLoader
 try:
     from yaml._yaml import CParser
 except ImportError:  # PyYAML built without libyaml
@@ -35,9 +67,10 @@ else:
             SafeConstructor.__init__(self)
             Resolver.__init__(self)
 
+    _check_values(_EventsInC)
     FastSafeLoader = _EventsInC
 
-WITH_LIBYAML = FastSafeLoader is not yaml.SafeLoader
+WITH_LIBYAML = FastSafeLoader is not CheckedSafeLoader
 
 
 def safe_load(text: str) -> Any:
@@ -48,4 +81,4 @@ def safe_load(text: str) -> Any:
     except yaml.YAMLError:
         if not WITH_LIBYAML:
             raise
-    return yaml.load(text, yaml.SafeLoader)
+    return yaml.load(text, CheckedSafeLoader)

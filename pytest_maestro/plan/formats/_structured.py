@@ -17,7 +17,7 @@ import yaml
 
 from ..errors import PlanError
 from ..source import Source
-from ..yaml_loader import WITH_LIBYAML, FastSafeLoader
+from ..yaml_loader import WITH_LIBYAML, CheckedSafeLoader, FastSafeLoader
 from ._json_lines import DataPath as DataPath  # re-exported: the readers name paths with it
 from ._json_lines import JsonLines, scan_lines
 
@@ -99,7 +99,7 @@ def _compose_yaml(text: str, path: Path) -> Document:
         if not WITH_LIBYAML:
             raise
     # libyaml words the error differently and counts in bytes: say it as SafeLoader does.
-    return _compose_yaml_with(yaml.SafeLoader, text, path)
+    return _compose_yaml_with(CheckedSafeLoader, text, path)
 
 
 def _compose_yaml_with(loader_class: Any, text: str, path: Path) -> Document:

@@ -153,6 +153,8 @@ def dependency_ids(value: str) -> tuple[str, ...]:
 def _expand_range(match: re.Match[str]) -> str:
     first, last = match.group(2), match.group(3)
     width = len(first)
+    if len(first) > 9 or len(last) > 9:  # no plan has a billion tasks: not a range
+        return match.group(0)
     if int(last) < int(first) or int(last) - int(first) > 1000:
         return match.group(0)
     return ", ".join(f"T{n:0{width}d}" for n in range(int(first), int(last) + 1))
