@@ -10,10 +10,14 @@ project's (``runtime``, ``command``, ``prompt_via``, ``env``).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from .plan.errors import PlanError
 from .plan.front_matter import FrontMatterError, load_yaml, split_front_matter
@@ -95,12 +99,25 @@ def load_agent(path: Path) -> Agent:
     except UnicodeDecodeError:
         raise PlanError("invalid agent definition: not UTF-8 text", path) from None
     front = split_front_matter(text)
+    if front is None and re.match(r"-{3,}[ \t]*\n", text):
+        raise PlanError(
+            "invalid agent definition: the frontmatter opened on line 1 is never closed with ---",
+            path,
+            1,
+        )
     try:
         meta = load_yaml(front) if front is not None else {}
     except FrontMatterError as error:
         raise PlanError(f"invalid agent definition: {error.problem}", path, error.line) from None
-    if not isinstance(meta, dict):
-        raise PlanError("invalid agent definition: its frontmatter is not a mapping", path, 2)
+    if front is not None and front.text.strip() and not meta:
+        raw = yaml.safe_load(front.text)  # loaded above: only a non-mapping gives {}
+        if not isinstance(raw, dict):
+            raise PlanError(
+                f"invalid agent definition: its frontmatter is {type(raw).__name__}, "
+                "not a mapping of fields",
+                path,
+                front.first_line,
+            )
     instructions = text[front.body_start :] if front is not None else text
     name = _text(meta.get("name"), "name", path) or path.stem
     reader = _Fields(meta, path, name)
@@ -156,6 +173,8 @@ class _Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(f"{key} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise self.error(f"{key} must be a finite number, got {value!r}")
         if positive and value <= 0:
             raise self.error(f"{key} must be > 0, got {value!r}")
         return float(value)
@@ -187,4 +206,7 @@ class _Fields:
             return ()
         if not isinstance(value, dict):
             raise self.error(f"env must be a mapping of names to values, got {value!r}")
+        for name, item in value.items():
+            if isinstance(item, (dict, list)):
+                raise self.error(f"env {name!s} must be text, got {item!r}")
         return tuple((str(k), "" if v is None else str(v)) for k, v in value.items())

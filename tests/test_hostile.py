@@ -384,8 +384,6 @@ PLAN_CASES = [
         "plan.json",
         '{"phases": [{"id": "\\ud800"}]}',
         "plan.json:1: *",
-        xfail="accepted by the reader; the run then dies writing the session file: "
-        "INTERNALERROR UnicodeEncodeError 'surrogates not allowed'",
     ),
     Case(
         "json-a-number",
@@ -423,14 +421,12 @@ PLAN_CASES = [
         "plan.json",
         _one_phase_json(**{"run\nall": True}),
         "plan.json:5: phase 'a' has unknown field 'run\\nall'*",
-        xfail="the field's name is quoted raw: the message breaks over two lines",
     ),
     Case(
         "json-unknown-field-with-a-terminal-escape",
         "plan.json",
         _one_phase_json(**{"\x1b[2J": True}),
         "plan.json:5: phase 'a' has unknown field '\\x1b[2J'*",
-        xfail="the field's name is printed raw: ESC [2J clears the user's terminal",
     ),
     Case(
         "json-phases-of-strings",
@@ -456,21 +452,18 @@ PLAN_CASES = [
         "plan.yaml",
         'phases:\n  - id: "build\\nall"\n',
         "plan.yaml:2: phase 'build\\nall' " + BAD_ID,
-        xfail="accepted: an id with a newline becomes a phase, its node id two lines",
     ),
     Case(
         "id-with-terminal-escape",
         "plan.json",
         _one_phase_json(id="a\x1bc"),
         "plan.json:3: phase 'a\\x1bc' " + BAD_ID,
-        xfail="accepted: an id holding ESC (a terminal reset, ESC c) becomes a phase",
     ),
     Case(
         "id-with-nul",
         "phases.json",
         _json([_maestro_phase("a\x00b")]),
         "phases.json:2: phase 'a\\x00b' " + BAD_ID,
-        xfail="accepted: an id holding NUL becomes a phase",
     ),
     Case(
         "id-empty",
@@ -559,7 +552,6 @@ PLAN_CASES = [
         "plan.json",
         _cycle(1000),
         "plan.json:3: phase 'p0' dependency cycle: p0 -> p999 -> *",
-        xfail="the message lists every phase of the cycle: a 6,900-character line",
     ),
     # --- Markdown formats ------------------------------------------------------------------------
     Case(
@@ -721,7 +713,6 @@ AGENT_CASES = [
         AGENT,
         _agent("name: builder\ntimeout_mins: .nan\n"),
         AGENT + "*: agent 'builder': timeout_mins *",
-        xfail="accepted: a NaN timeout (and .inf) passes the '> 0' check",
     ),
     Case(
         "agent-max-turns-fraction",
@@ -746,7 +737,6 @@ AGENT_CASES = [
         AGENT,
         _agent("name: builder\nenv:\n  TOKEN: {from: vault}\n"),
         AGENT + "*: agent 'builder': env*TOKEN*",
-        xfail="accepted: the agent CLI gets TOKEN=\"{'from': 'vault'}\"",
     ),
     Case(
         "agent-command-text",
@@ -777,23 +767,18 @@ AGENT_CASES = [
         AGENT,
         _agent("- name: builder\n- timeout_mins: 5\n"),
         AGENT + "*: *",
-        xfail="accepted: a frontmatter that is not a mapping is ignored; the agent gets its name "
-        "from the file and no settings",
     ),
     Case(
         "agent-frontmatter-unclosed",
         AGENT,
         "---\nname: builder\ntimeout_mins: 5\n\nYou build.\n",
         AGENT + "*: *",
-        xfail="accepted: without its closing '---' the frontmatter becomes the instructions",
     ),
     Case(
         "agent-alias-bomb",
         AGENT,
         _agent("a: &a [x, x, x, x, x, x, x, x, x]\n" + _LAUGHS + "tools: *e\n"),
         AGENT + "*: agent 'builder': tools must be a list of text*",
-        xfail="the message quotes the expanded value: a 310,000-character line "
-        "(9^5 items; each level of aliases multiplies it by 9)",
     ),
 ]
 
@@ -1227,8 +1212,6 @@ LIMITED_CASES = [
         "phases-100000",
         _file("many.json", lambda: _json({"phases": [{"id": f"p{i}"} for i in range(100_000)]})),
         "many.json*: *",
-        xfail="accepted: reading and analysing take 6.5 s (23 s to read as YAML): "
-        "killed at the CPU limit",
     ),
     Limited(
         "yaml-alias-bomb",

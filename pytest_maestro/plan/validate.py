@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .errors import PlanError
 from .graph import PlanGraph
 from .model import Phase, Plan
 
-_BAD_ID = re.compile(r"::|\[|\]|^\s|\s$")
+_BAD_ID = re.compile(r"::|\[|\]|^\s|\s$|[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+# Twice the largest plan the benchmarks time (10,000 phases load in about a second): past it, a
+# plan is refused before its phases cost minutes to check.
+MAX_PHASES = 20_000
+
+
+def check_phase_count(count: int, path: Path | str) -> None:
+    if count > MAX_PHASES:
+        raise PlanError(
+            f"has {count:,} phases, over the limit of {MAX_PHASES:,}: split the plan", path
+        )
 
 
 def validate(plan: Plan) -> Plan:
     """Raise ``PlanError`` for the first error; return the plan with its warnings attached."""
     if not plan.phases:
         raise PlanError("no phases found", plan.path)
+    check_phase_count(len(plan.phases), plan.path)
     seen: dict[str, Phase] = {}
     for phase in plan.phases:
         _check_phase(plan, phase)
@@ -45,9 +59,16 @@ def validate(plan: Plan) -> Plan:
 
 
 def _check_phase(plan: Plan, phase: Phase) -> None:
+    for name in ("timeout", "estimate", "budget_usd"):
+        value = getattr(phase, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise PlanError(
+                f"{name} must be a number > 0, got {value!r}", plan.path, phase.line, phase.id
+            )
     if not phase.id or _BAD_ID.search(phase.id):
         raise PlanError(
-            "invalid phase id: it must be non-empty and contain no '::', '[' or ']'",
+            "invalid phase id: it must be non-empty and contain no '::', '[', ']' or control "
+            "characters",
             plan.path,
             phase.line,
             phase.id,

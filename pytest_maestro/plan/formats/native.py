@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import PlanError
 from ..model import Assumption, Check, Files, Phase, Plan
 from ..source import Source
+from ..validate import check_phase_count
 from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import (
     STRUCTURED_SUFFIXES,
@@ -62,6 +63,8 @@ def read(source: Source) -> Plan:
         raise PlanError("the plan is empty", path)
     if not isinstance(data, dict) or "phases" not in data:
         raise PlanError(NOT_A_PLAN.format(found=kind_of(data)), path)
+    if isinstance(data["phases"], list):
+        check_phase_count(len(data["phases"]), path)  # before checking each costs minutes
     if document.may_hold_nulls:
         data = _without_nulls(data)
     _validate(data, document, path)
