@@ -176,7 +176,8 @@ CASES = [
         "id-with-colons",
         "plan.yaml",
         "phases:\n  - id: a::b\n",
-        ":2: phase 'a::b' invalid phase id: it must be non-empty and contain no '::', '[' or ']'",
+        ":2: phase 'a::b' invalid phase id: it must be non-empty and contain no '::', '[', ']' or "
+        "control characters",
     ),
     Case(
         "empty-phases",
@@ -310,8 +311,12 @@ def test_a_long_chain_written_backwards_is_validated_without_recursion(
         return
     with pytest.raises(PlanError) as error:
         load_plan(path)
-    cycle = " -> ".join(f"p{i}" for i in range(size - 1, -1, -1))
-    assert str(error.value) == f"{path}:3: phase 'p0' dependency cycle: p0 -> {cycle}"
+    first = " -> ".join(["p0", "p9999", "p9998", "p9997", "p9996", "p9995"])
+    last = " -> ".join(["p4", "p3", "p2", "p1", "p0"])
+    assert str(error.value) == (
+        f"{path}:3: phase 'p0' dependency cycle of {size} phases: {first} -> … (9990 more) … -> "
+        + last
+    )
 
 
 _PATH_TEXT = st.text(alphabet="/\\:.aC ?", max_size=8)

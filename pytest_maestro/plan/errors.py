@@ -23,6 +23,13 @@ def location(path: Path | str, line: int | None = None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
+def quoted(text: str, limit: int = 60) -> str:
+    """``repr(text)``, its middle left out past ``limit`` characters: an id in a message."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit])[:-1] + "…" + repr(text)[-1]
+
+
 class PlanError(Exception):
     """A plan that cannot be read or is not valid.
 
@@ -45,5 +52,5 @@ class PlanError(Exception):
 
     def __str__(self) -> str:
         where = one_line(location(self.path, self.line), 200)
-        what = f"phase {one_line(repr(self.phase), 80)} " if self.phase is not None else ""
+        what = f"phase {one_line(quoted(self.phase))} " if self.phase is not None else ""
         return f"{where}: {what}{one_line(self.message)}"

@@ -7,7 +7,7 @@ import math
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .errors import PlanError
+from .errors import PlanError, quoted
 from .graph import PlanGraph
 from .model import Phase, Plan
 
@@ -45,7 +45,7 @@ def validate(plan: Plan) -> Plan:
         for dep in phase.blocked_by:
             if dep not in seen:
                 raise PlanError(
-                    f"depends on unknown phase {dep!r}", plan.path, phase.line, phase.id
+                    f"depends on unknown phase {quoted(dep)}", plan.path, phase.line, phase.id
                 )
             if dep == phase.id:
                 raise PlanError("depends on itself", plan.path, phase.line, phase.id)
@@ -63,7 +63,10 @@ def _check_phase(plan: Plan, phase: Phase) -> None:
         value = getattr(phase, name)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise PlanError(
-                f"{name} must be a number > 0, got {value!r}", plan.path, phase.line, phase.id
+                f"field '{name}' must be a number > 0, got {value!r}",
+                plan.path,
+                phase.line,
+                phase.id,
             )
     if not phase.id or _BAD_ID.search(phase.id):
         raise PlanError(
@@ -102,4 +105,14 @@ def _check_cycles(plan: Plan, graph: PlanGraph) -> None:
     cycle = graph.dependency_cycle()
     if cycle is not None:
         phase = plan.phase(cycle[0])
-        raise PlanError("dependency cycle: " + " -> ".join(cycle), plan.path, phase.line, phase.id)
+        shown = [quoted(pid, 40)[1:-1] for pid in cycle]
+        what = "dependency cycle"
+        if len(shown) > 12:  # the ends tell which phases to look at; a line holds no more
+            what += f" of {len(cycle) - 1} phases"
+            shown = [*shown[:6], f"… ({len(shown) - 11} more) …", *shown[-5:]]
+        raise PlanError(
+            f"{what}: " + " -> ".join(shown),
+            plan.path,
+            phase.line,
+            phase.id,
+        )
