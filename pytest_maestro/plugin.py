@@ -79,8 +79,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--maestro-analyze`` prints the analysis and ends the run before any collection."""
-    if not config.getoption("maestro") or not config.getoption("maestro_analyze"):
+    if not config.getoption("maestro_analyze"):
         return None
+    if not config.getoption("maestro"):
+        sys.stderr.write("ERROR: --maestro-analyze needs the plan to analyse: --maestro PLAN\n")
+        return pytest.ExitCode.USAGE_ERROR
     from .analysis import render
 
     try:

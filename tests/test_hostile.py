@@ -834,26 +834,21 @@ class Damaged:
         return pytest.param(self, id=self.id, marks=marks)
 
 
-_TRACEBACK = "a traceback (INTERNALERROR {}) while the journal is replayed"
-_NO_ADVICE = "one line, but it says {!r} and not what to do (--maestro-fresh)"
 SESSION_CASES = [
     Damaged(
         "journal-unknown-status",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "exploded"}'),
         ".journal",
-        _TRACEBACK.format("ValueError: 'exploded' is not a valid Status"),
     ),
     Damaged(
         "journal-record-without-status",
         _journal('{"seq": 99, "op": "record", "phase": "a"}'),
         ".journal",
-        _TRACEBACK.format("KeyError: 'status'"),
     ),
     Damaged(
         "journal-facts-a-list",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "failed", "facts": [1]}'),
         ".journal",
-        _TRACEBACK.format("AttributeError: 'list' object has no attribute 'get'"),
     ),
     Damaged(
         "journal-tokens-text",
@@ -862,7 +857,6 @@ SESSION_CASES = [
             '"facts": {"tokens": "many"}}'
         ),
         ".journal",
-        _TRACEBACK.format("AttributeError: 'str' object has no attribute 'get'"),
     ),
     Damaged(
         "journal-files-a-number",
@@ -871,79 +865,66 @@ SESSION_CASES = [
             '"facts": {"files_created": 5}}'
         ),
         ".journal",
-        _TRACEBACK.format("TypeError: Value after * must be an iterable, not int"),
     ),
     Damaged(
         "journal-session-fields-a-list",
         _journal('{"seq": 99, "op": "session", "fields": [1, 2]}'),
         ".journal",
-        _TRACEBACK.format("AttributeError: 'list' object has no attribute 'items'"),
     ),
     Damaged(
         "session-phases-text",
         _front(r"^phases:\n", "phases: all of them\nold_phases:\n"),
         ".md",
-        _NO_ADVICE.format("string indices must be integers, not 'str'"),
     ),
     Damaged(
         "session-phase-unknown-status",
         _front(r"status: completed\n  agents", "status: exploded\n  agents"),
         ".md",
-        _NO_ADVICE.format("phase 'a' has unknown status 'exploded'"),
     ),
     Damaged(
         "session-phase-without-id",
         _front(r"^- id: a$", "- ident: a"),
         ".md",
-        _NO_ADVICE.format("'id'"),
     ),
     Damaged(
         "session-journal-seq-text",
         _front(r"^journal_seq: \d+$", "journal_seq: many"),
         ".md",
-        _NO_ADVICE.format("invalid literal for int() with base 10: 'many'"),
     ),
     Damaged(
         "session-token-usage-a-list",
         _front(r"^token_usage:$", "token_usage: [1, 2]\nold_usage:"),
         ".md",
-        _NO_ADVICE.format("'list' object has no attribute 'get'"),
     ),
     Damaged(
         "session-attempts-text",
         _front(r"attempts: 1$", "attempts: often"),
         ".md",
-        _NO_ADVICE.format("invalid literal for int() with base 10: 'often'"),
     ),
     Damaged(
         "session-errors-a-number",
         _front(r"errors: \[\]$", "errors: 5"),
         ".md",
-        _NO_ADVICE.format("'int' object is not iterable"),
     ),
     Damaged(
         "session-without-frontmatter",
         _replace(b"# my notes\n"),
         ".md",
-        _NO_ADVICE.format("no frontmatter between '---' lines"),
     ),
     Damaged(
         "session-binary",
         _replace(b"---\n\xff\xfe\x00\n---\n"),
         ".md",
-        _NO_ADVICE.format("not UTF-8 text"),
     ),
     Damaged(
         "session-frontmatter-a-list",
         _replace(b"---\n- a\n- b\n---\n"),
         ".md",
-        _NO_ADVICE.format("frontmatter is not a mapping"),
     ),
     Damaged(
         "session-a-directory",
         _snapshot_a_directory,
         ".md",
-        _NO_ADVICE.format("cannot use session ...: [Errno 21] Is a directory"),
     ),
 ]
 
@@ -987,10 +968,6 @@ def test_maestro_fresh_gets_past_a_damaged_session_and_keeps_it(
 # -- the command line -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ignored: pytest collects the directory's tests instead (here none: exit 5)",
-)
 def test_analyze_without_a_plan_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ret, stdout, stderr = run_in_process(pytester, "--maestro-analyze")
     assert_one_clear_error(ret, stdout, stderr, "*--maestro-analyze*--maestro*")

@@ -150,16 +150,29 @@ def read_session(path: Path) -> SessionDoc:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise SessionCorrupt(f"{path}: not UTF-8 text") from None
-    doc = parse_session(text, str(path))
+    try:
+        doc = parse_session(text, str(path))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a field of a wrong type
+        raise SessionCorrupt(f"{path}: not a session this tool can read ({_why(exc)})") from None
     replay(doc, path.with_suffix(".journal"))
     return doc
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if isinstance(exc, KeyError) else text
 
 
 def replay(doc: SessionDoc, journal: Path) -> None:
     """Apply the journal's entries that the snapshot does not hold yet."""
     for entry in read_journal(journal)[0]:
         if entry["seq"] > doc.journal_seq:
-            apply_entry(doc, entry)
+            try:
+                apply_entry(doc, entry)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise SessionCorrupt(
+                    f"{journal}: entry {entry['seq']} is not a change this tool wrote ({_why(exc)})"
+                ) from None
 
 
 def reset_phase(state: PhaseState, reason: str, at: str) -> PhaseState:

@@ -26,6 +26,7 @@ from pytest_maestro.state.model import (
     SESSION_STATUSES,
     PhaseError,
     PhaseState,
+    SessionCorrupt,
     SessionDoc,
     StateError,
     Status,
@@ -58,6 +59,10 @@ _FACTS = frozenset(
     | set(_FILE_FACTS)
     | set(_TEXT_FACTS)
 )
+
+
+# The way out of a session this tool cannot read: what the user can do, said with the problem.
+FRESH = "; --maestro-fresh archives it and starts the session over"
 
 
 class InvalidTransition(ValueError):
@@ -159,7 +164,10 @@ class SessionStore:
             return cls._resume(paths, plan, rel, lock, fresh)
         except OSError as error:
             release(paths, lock)
-            raise StateError(f"cannot use session {paths.snapshot}: {error}") from None
+            raise StateError(f"cannot use session {paths.snapshot}: {error}{FRESH}") from None
+        except SessionCorrupt as error:
+            release(paths, lock)
+            raise SessionCorrupt(f"{error}{FRESH}") from None
         except BaseException:
             release(paths, lock)
             raise
