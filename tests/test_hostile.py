@@ -1197,15 +1197,11 @@ LIMITED_CASES = [
         "markdown-heading-of-100000-spaces",
         _file("tasks.md", lambda: TASKS + "### T001: a" + " " * 100_000 + "x\n**Depends**: None\n"),
         None,
-        xfail="the heading regular expression backtracks (quadratic or worse: 10 kB take 2 s, "
-        "20 kB 19 s): killed at the CPU limit",
     ),
     Limited(
         "markdown-100000-backticks",
         _file("tasks.md", lambda: TASKS + "### T001: a\n**File(s)**: " + "`" * 100_000 + "\n"),
         None,
-        xfail="the code span regular expression backtracks (cubic: 4,000 backticks take 2.3 s): "
-        "killed at the CPU limit",
     ),
     Limited(
         "agent-file-a-fifo",

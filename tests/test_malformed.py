@@ -351,3 +351,28 @@ def test_paths_that_only_look_odd_are_accepted(tmp_path: Path, path: str) -> Non
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"phases": [{"id": "a", "reads": [path]}]}))
     assert load_plan(plan).phases[0].reads == (path,)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("estimate", 0, None),
+        ("estimate", -1, "field 'estimate' must be a number >= 0, got -1.0"),
+        ("timeout", 0.5, None),
+        ("timeout", float("inf"), "field 'timeout' must be a number > 0, got inf"),
+        ("budget_usd", float("nan"), "field 'budget_usd' must be a number > 0, got nan"),
+    ],
+)
+def test_numbers_of_a_phase_are_finite_and_in_range(
+    tmp_path: Path, field: str, value: float, error: str | None
+) -> None:
+    from pytest_maestro.plan.model import Phase, Plan
+    from pytest_maestro.plan.validate import validate
+
+    plan = Plan(tmp_path / "p.yaml", "native", (Phase("a", "A", line=2, **{field: value}),))
+    if error is None:
+        assert getattr(validate(plan).phases[0], field) == value
+        return
+    with pytest.raises(PlanError) as raised:
+        validate(plan)
+    assert str(raised.value) == f"{tmp_path / 'p.yaml'}:2: phase 'a' {error}"

@@ -59,11 +59,14 @@ def validate(plan: Plan) -> Plan:
 
 
 def _check_phase(plan: Plan, phase: Phase) -> None:
-    for name in ("timeout", "estimate", "budget_usd"):
+    for name, least in (("timeout", 0.0), ("budget_usd", 0.0), ("estimate", None)):
         value = getattr(phase, name)
-        if value is not None and not (math.isfinite(value) and value > 0):
+        if value is None:
+            continue
+        if not math.isfinite(value) or (value <= least if least is not None else value < 0):
+            rule = "> 0" if least is not None else ">= 0"
             raise PlanError(
-                f"field '{name}' must be a number > 0, got {value!r}",
+                f"field '{name}' must be a number {rule}, got {value!r}",
                 plan.path,
                 phase.line,
                 phase.id,

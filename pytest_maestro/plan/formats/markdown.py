@@ -15,8 +15,11 @@ from ..errors import PlanError
 from ..front_matter import FrontMatterError, load_yaml
 from ..source import Line, Source
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# Linear-time patterns only: a plan is untrusted text, and a pattern that backtracks turns one
+# long line (100,000 spaces, or backticks) into minutes. The closing #s of a heading and the
+# pairing of backtick runs are worked out in code instead.
+_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")
+_BACKTICKS = re.compile(r"`+")
 _LINE_RANGE = re.compile(r"(?::\d+(?:-\d+)?|#L\d+(?:-L?\d+)?)$")
 _FIELD = re.compile(
     r"^\s*(?:(?:[-*+]|\d+[.)])\s+)?(?:\[[ xX]\]\s+)?\*\*([^*:]+?)\s*(?::\*\*|\*\*\s*:)\s*(.*)$"
@@ -73,7 +76,11 @@ def heading(line: Line) -> tuple[int, str] | None:
     match = _HEADING.match(line.text)
     if not match:
         return None
-    return len(match.group(1)), match.group(2).strip()
+    text = line.text[match.end() :].rstrip(" \t")
+    closed = text.rstrip("#")
+    if closed != text and (not closed or closed[-1] in " \t"):  # an optional closing ###
+        text = closed
+    return len(match.group(1)), text.strip()
 
 
 def headings(lines: Sequence[Line], start: int = 0, end: int | None = None) -> list[Heading]:
@@ -106,7 +113,25 @@ def text_of(lines: Sequence[Line], start: int, end: int) -> str:
 
 
 def code_spans(text: str) -> list[str]:
-    return [m.group(2).strip() for m in _CODE_SPAN.finditer(text) if m.group(2).strip()]
+    """The contents of inline code spans: a run of backticks up to the next run of the same
+    length (CommonMark); a run with no partner is text."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    spans: list[str] = []
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        width = end - start
+        partner = next(
+            (n for n in range(index + 1, len(runs)) if runs[n][1] - runs[n][0] == width), None
+        )
+        if partner is None:
+            index += 1
+            continue
+        content = text[end : runs[partner][0]].strip()
+        if content:
+            spans.append(content)
+        index = partner + 1
+    return spans
 
 
 def command_in(text: str) -> str | None:
