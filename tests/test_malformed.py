@@ -357,7 +357,7 @@ def test_paths_that_only_look_odd_are_accepted(tmp_path: Path, path: str) -> Non
     ("field", "value", "error"),
     [
         ("estimate", 0, None),
-        ("estimate", -1, "field 'estimate' must be a number >= 0, got -1.0"),
+        ("estimate", -1, "field 'estimate' must be a number >= 0, got -1"),
         ("timeout", 0.5, None),
         ("timeout", float("inf"), "field 'timeout' must be a number > 0, got inf"),
         ("budget_usd", float("nan"), "field 'budget_usd' must be a number > 0, got nan"),
