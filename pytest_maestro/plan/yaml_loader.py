@@ -19,8 +19,62 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+# How many values a document may expand to. A few kilobytes of nested aliases (a "billion laughs")
+# expand to hundreds of millions, which whatever walks the data later pays for.
+MAX_VALUES = 1_000_000
 
-class CheckedSafeLoader(yaml.SafeLoader):
+
+class _BoundedComposer:
+    """Refuses a document whose aliases expand it past :data:`MAX_VALUES`, or that refers to
+    itself, as it is composed: before any of it is constructed or walked."""
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()  # type: ignore[misc]
+        _check_expansion(node)
+        return node
+
+
+def _check_expansion(root: yaml.Node | None) -> None:
+    size: dict[int, int] = {}  # node id -> values it expands to
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)] if root is not None else []
+    open_nodes: set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        children = _children(node)
+        if not children_done:
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            for child in children:
+                if id(child) in open_nodes:
+                    raise yaml.composer.ComposerError(
+                        None, None, "an alias refers to the value that holds it", child.start_mark
+                    )
+                if id(child) not in size:
+                    stack.append((child, False))
+            continue
+        open_nodes.discard(id(node))
+        total = 1 + sum(size[id(child)] for child in children)
+        if total > MAX_VALUES:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases expand this to over {MAX_VALUES:,} values: too large to read",
+                node.start_mark,
+            )
+        size[id(node)] = total
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+class CheckedSafeLoader(_BoundedComposer, yaml.SafeLoader):
     """``SafeLoader`` whose impossible values (``2024-02-30``, an integer of 5,000 digits) are
     YAML errors at their line, not a ValueError from deep inside PyYAML."""
 
@@ -58,7 +112,7 @@ except ImportError:  # PyYAML built without libyaml
     pass
 else:
 
-    class _EventsInC(Composer, CParser, SafeConstructor, Resolver):
+    class _EventsInC(_BoundedComposer, Composer, CParser, SafeConstructor, Resolver):
         """libyaml's parser, PyYAML's composer (before CParser's own, in the method order)."""
 
         def __init__(self, stream: str) -> None:
