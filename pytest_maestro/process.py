@@ -388,11 +388,15 @@ class RunningRecord:
     ) -> None:
         os.close(self._fd)
 
-    def start(self, phase_id: str) -> None:
+    def start(self, phase_id: str, durable: bool = True) -> None:
+        """Record the phase; on disk when it returns if ``durable``. Without it the record
+        still outlives a killed run (the kernel has it), only not a machine that goes down,
+        after which no process of the run is left to end anyway."""
         line = (json.dumps(phase_id) + "\n").encode()
         os.pwrite(self._fd, line + b"\0", 0)  # the zero ends the record: older lines follow it
         self._end = len(line)
-        _sync_data(self._fd)
+        if durable:
+            _sync_data(self._fd)
 
     def add_group(self, pgid: int, started_after: int | None, started_before: int | None) -> None:
         window = "" if started_after is None else f" {started_after} {started_before}"

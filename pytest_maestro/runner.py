@@ -133,7 +133,9 @@ class PhaseRunner:
             RunningRecord(running_record_path(cfg.log_dir, session, os.getpid())) as record,
             PhaseLog.hold(log, record, cfg.log_limit) as out,
         ):
-            record.start(phase.id)  # on disk before the phase runs anything
+            # On disk before the phase runs anything when it has files to put back after a crash
+            # of the machine; a phase without declared files only reruns, record or not.
+            record.start(phase.id, durable=bool(phase.files.all()))
             outcome = self._run(phase, out)
             # Only a phase that ended is cleared: after an exception the next run finds it
             # interrupted, as it may well be.
