@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -163,12 +164,36 @@ def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
     return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
+# What this tool writes in its state dir: sessions, journals, locks, ledgers, their temporary
+# files, and its directories.
+STATE_FILE = re.compile(
+    r"\.gitignore|logs|archive|preimages|replaced"
+    r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend)(\..+\.tmp)?"
+)
+
+
 def state_dir_inside(root: Path, state_dir: str) -> None:
-    """The session state belongs to the project: refuse a state dir that leaves its root."""
+    """The session state belongs to the project, in a directory of its own: refuse a state dir
+    that leaves the root, is the root, or already holds files this tool did not write (it
+    archives and restores files there: it must never take the user's for its own)."""
     resolved = (root / state_dir).resolve()
     if not resolved.is_relative_to(root):
         raise SettingsError(
             f"state dir {state_dir!r} resolves to {resolved}, outside the project root {root}"
+        )
+    if resolved == root:
+        raise SettingsError(f"state dir {state_dir!r} is the project root: name a directory in it")
+    try:
+        foreign = sorted(p.name for p in resolved.iterdir() if not STATE_FILE.fullmatch(p.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise SettingsError(f"state dir {resolved}: {exc.strerror}") from None
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        raise SettingsError(
+            f"state dir {resolved} already holds files this tool did not write ({shown}): "
+            "name a directory of its own"
         )
 
 

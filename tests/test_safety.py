@@ -302,3 +302,33 @@ def test_a_phase_s_background_job_ends_with_the_phase(pytester: pytest.Pytester)
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("state_dir", "error"),
+    [
+        (".", "ERROR: state dir '.' is the project root: name a directory in it"),
+        (
+            "docs",
+            "ERROR: state dir */docs already holds files this tool did not write (notes.md): *",
+        ),
+    ],
+)
+def test_the_state_dir_is_a_directory_of_its_own(
+    pytester: pytest.Pytester, state_dir: str, error: str
+) -> None:
+    (pytester.path / "docs").mkdir()
+    (pytester.path / "docs" / "notes.md").write_text("the user's\n")
+    (pytester.path / "plan.yaml").write_text(
+        yaml.safe_dump({"phases": [{"id": "a", "run": ["true"]}]})
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", f"--maestro-state-dir={state_dir}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([error])
+    assert sorted(p.name for p in (pytester.path / "docs").iterdir()) == ["notes.md"]
+    # Its own directory, used before, is fine.
+    again = pytester.runpytest("--maestro", "plan.yaml", "--maestro-state-dir=.state")
+    again.assert_outcomes(passed=1)
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-state-dir=.state").assert_outcomes(
+        skipped=1
+    )
