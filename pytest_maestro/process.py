@@ -482,13 +482,7 @@ def end_groups(groups: Iterable[str], grace: float = 0.0) -> list[int]:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _answers(os.killpg, pgid)
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -501,11 +495,16 @@ def _start_ticks(pid: int) -> int | None:
 
 
 def _exists(pid: int) -> bool:
+    return _answers(os.kill, pid)
+
+
+def _answers(send: Callable[[int, int], None], target: int) -> bool:
+    """Whether a process (``os.kill``) or group (``os.killpg``) exists: signal 0 tests it."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # it exists, and is someone else's
         return True
     return True
 

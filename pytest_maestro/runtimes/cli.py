@@ -205,15 +205,9 @@ def one_line(text: str, limit: int = 300) -> str:
 def last_json_object(text: str) -> dict[str, Any] | None:
     """The last line of ``text`` that is a JSON object (CLIs may print notices first), else the
     whole text as one object."""
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
+    found = json_lines(text)
+    if found:
+        return found[-1]
     try:
         value = json.loads(text)
     except ValueError:
@@ -225,6 +219,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     """Every line of ``text`` that is a JSON object."""
     found = []
     for line in text.splitlines():
+        line = line.strip()
         if line.startswith("{"):
             try:
                 value = json.loads(line)
