@@ -512,3 +512,43 @@ def _answers(send: Callable[[int, int], None], target: int) -> bool:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+# -- processes that left their group -----------------------------------------------------------
+#
+# A process that calls setsid() leaves its group, and no signal to the group reaches it. Its
+# environment still holds what it inherited, so an attempt's own token in the environment finds
+# it (on Linux, for the user's own processes, through /proc).
+
+ATTEMPT_TOKEN = "MAESTRO_ATTEMPT_TOKEN"
+
+
+def escaped(token: str) -> list[int]:
+    """Live processes (not zombies) whose environment holds this attempt's token."""
+    needle = f"{ATTEMPT_TOKEN}={token}".encode() + b"\0"
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes() and _state(entry) != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _state(entry: Path) -> str:
+    return entry.joinpath("stat").read_text().rsplit(")", 1)[-1].split()[0]
+
+
+def end_escaped(token: str) -> list[int]:
+    """SIGKILL what left the attempt's groups; the pids ended."""
+    ended = escaped(token)
+    for pid in ended:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return ended

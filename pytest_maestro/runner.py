@@ -5,6 +5,7 @@ See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,15 @@ from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import changed_files, changed_since
 from .handoff import Handoff, parse_handoff
 from .plan import Phase, Plan
-from .process import LOG_LIMIT, PhaseLog, RunningRecord, run_process, running_record_path
+from .process import (
+    ATTEMPT_TOKEN,
+    LOG_LIMIT,
+    PhaseLog,
+    RunningRecord,
+    end_escaped,
+    run_process,
+    running_record_path,
+)
 from .runtimes import AgentRequest, AgentResult, Runtime
 from .state.lock import SessionPaths
 from .state.model import Tokens
@@ -198,6 +207,9 @@ class PhaseRunner:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
         env = self.env(phase, number)
+        token = secrets.token_hex(8)
+        if cfg.agent_cli:  # an agent may start daemons: find them after it, by this token
+            env[ATTEMPT_TOKEN] = token
         request = AgentRequest(
             phase,
             self.prompt(phase, number, previous),
@@ -221,6 +233,13 @@ class PhaseRunner:
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)
+        if cfg.agent_cli:
+            ended = end_escaped(token)
+            if ended:
+                out.write_line(
+                    f"--- ended {len(ended)} process(es) that left the agent's process group "
+                    f"(setsid): {', '.join(map(str, ended))}"
+                )
         agent = call.result
         if not agent.ok:
             return Attempt(number, agent, tokens=call.tokens)

@@ -332,3 +332,43 @@ def test_the_state_dir_is_a_directory_of_its_own(
     pytester.runpytest("--maestro", "plan.yaml", "--maestro-state-dir=.state").assert_outcomes(
         skipped=1
     )
+
+
+def test_a_process_that_leaves_its_group_is_found_and_ended(pytester: pytest.Pytester) -> None:
+    marker = f"maestro-test-{uuid.uuid4().hex}"
+    pytester.makeconftest(
+        f"""
+        import subprocess, sys
+        from pytest_maestro.process import run_process
+        from pytest_maestro.runtimes import AgentResult
+
+        class Daemonising:
+            name = "daemonising"
+            autonomy = ""
+
+            def run(self, request):
+                daemon = "open('ready', 'w').close(); import time; time.sleep(600)"
+                command = (  # returns once the daemon is out of the group, in its own session
+                    "setsid " + sys.executable + ' -c "' + daemon + '" {marker} &'
+                    " while [ ! -e ready ]; do sleep 0.02; done"
+                )
+                run_process(["bash", "-c", command], cwd=request.root, env=request.env,
+                            timeout=30, log=request.log)
+                return AgentResult("completed", "COMPLETED: started a daemon")
+
+        def pytest_maestro_runtimes(config):
+            return [Daemonising()]
+        """
+    )
+    (pytester.path / "plan.yaml").write_text(
+        yaml.safe_dump({"phases": [{"id": "d", "name": "Daemon", "description": "x"}]})
+    )
+    try:
+        result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-runtime=daemonising")
+        result.assert_outcomes(passed=1)
+        assert gone(marker, within=5), "a setsid escape outlived its phase"
+        log = (pytester.path / ".maestro" / "logs" / "d.log").read_text()
+        assert "process(es) that left the agent's process group (setsid)" in log
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
