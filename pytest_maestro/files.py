@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -55,10 +56,14 @@ class FileSnapshot:
             if now is not None or path.is_symlink():
                 kept = keep / relative
                 kept.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, kept)
-            if content is not None:
+                shutil.copy2(path, kept, follow_symlinks=False)
+            if content is None:
+                path.unlink()
+            else:  # replaced at once: the file is never missing nor half written
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(content)
+                tmp = path.with_name(f".{path.name}.maestro-restore.tmp")
+                tmp.write_bytes(content)
+                os.replace(tmp, path)
             restored.append(Restored(relative, kept))
         return restored
 

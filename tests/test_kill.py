@@ -266,3 +266,57 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     assert "after a killed run: restored data.txt (the content it replaced is kept at" in (
         result.stdout
     )
+
+
+@pytest.mark.slow
+def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file(
+    pytester: pytest.Pytester,
+) -> None:
+    # Every phase of a chain appends to the file the user is editing (uncommitted), in two
+    # steps, so a kill can leave half a phase's work in it. However the runs are killed, the
+    # end is the user's edit, then each phase's work exactly once: restores come from the
+    # pre-images (git would bring back the committed text and drop the user's edit and the
+    # completed phases' work), and no completed phase runs again.
+    root = pytester.path
+    for args in (["init", "-q"], ["config", "user.email", "t@t"], ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    (root / ".gitignore").write_text(".maestro/\nplan.yaml\n")
+    (root / "shared.txt").write_text("committed\n")
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, check=True)
+    (root / "shared.txt").write_text("the user's edit\n")
+    rng = random.Random(11)
+    phases = []
+    for n in range(8):
+        run = [
+            f"echo p{n}-half >> shared.txt; sleep {rng.uniform(0.05, 0.3):.2f}",
+            f"echo p{n} >> shared.txt",
+        ]
+        deps = [f"p{n - 1}"] if n else []
+        phases.append({"id": f"p{n}", "run": run, "blocked_by": deps, "files": ["shared.txt"]})
+    write_plan(pytester, phases)
+    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
+    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    for _ in range(6):
+        run = subprocess.Popen(
+            command,
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        seen = (root / "shared.txt").read_text()
+        deadline = time.monotonic() + 30
+        while (root / "shared.txt").read_text() == seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.3))
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        time.sleep(0.4)  # the killed command's own group: its next step must not land later
+    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:]
+    expected = "the user's edit\n" + "".join(f"p{n}-half\np{n}\n" for n in range(8))
+    assert (root / "shared.txt").read_text() == expected
+    kept = list((root / ".maestro" / "replaced").glob("*/interrupted-*/shared.txt"))
+    assert kept, "no kill left a half-done phase: the test proved nothing"
