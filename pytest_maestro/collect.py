@@ -93,6 +93,9 @@ class PhaseItem(pytest.Item):
         if isinstance(excinfo.value, PhaseFailed):
             cwd = self.config.invocation_params.dir
             return render_failure(self.phase, excinfo.value.outcome, cwd)
+        if isinstance(excinfo.value, OSError):  # the disk, not the phase: say so in one line
+            error = excinfo.value
+            return f"phase {self.phase.id!r} could not run: {error.strerror}: {error.filename}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -74,6 +74,14 @@ class Orchestrator:
 
     def open_state(self, parallel: bool) -> None:
         """Lock and resume the plan's session; StateError when it cannot be used."""
+        logs = self.state_dir / "logs"
+        try:
+            logs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"cannot use {logs} for the phases' logs: {exc.strerror}; it must be a directory "
+                "this tool can write"
+            ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         self.recorder = recorder
         self.budget.reset()  # --maestro-budget-usd caps this run

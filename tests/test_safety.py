@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -372,3 +373,24 @@ def test_a_process_that_leaves_its_group_is_found_and_ended(pytester: pytest.Pyt
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_logs_dir_that_cannot_be_used_is_one_line_not_a_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "plan.yaml").write_text(
+        yaml.safe_dump({"phases": [{"id": "a", "run": ["true"]}]})
+    )
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    logs = pytester.path / ".maestro" / "logs"
+    (logs / "a.log").unlink()
+    (logs / "a.log").mkdir()  # the phase's log cannot be opened
+    failed = pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*phase 'a' could not run: Is a directory: *a.log"])
+    assert "Traceback" not in failed.stdout.str()
+    shutil.rmtree(logs)
+    logs.write_text("not a directory\n")
+    refused = pytester.runpytest("--maestro", "plan.yaml")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["ERROR: cannot use */logs for the phases' logs: *"])
