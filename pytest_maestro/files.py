@@ -108,11 +108,15 @@ class Restored:
     def line(self, cwd: Path) -> str:
         if self.kept is None:
             return f"restored {self.path}"
-        try:
-            shown = self.kept.relative_to(cwd)
-        except ValueError:
-            shown = self.kept
-        return f"restored {self.path} (the content it replaced is kept at {shown})"
+        return f"restored {self.path} (the content it replaced is kept at {shown(self.kept, cwd)})"
+
+
+def shown(path: Path, cwd: Path) -> str:
+    """``path`` as users read it: relative to ``cwd``, where they ran pytest, when inside it."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

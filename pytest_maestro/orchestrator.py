@@ -54,6 +54,8 @@ class Orchestrator:
         self.graph = PlanGraph(plan)
         self.root = root
         self.state_dir = root / settings.state_dir
+        self.log_dir = self.state_dir / "logs"
+        self.paths = SessionPaths.for_plan(self.state_dir, plan, root)  # the session's files
         self.agents = AgentRegistry.load(_unique(agent_dirs))
         self.runtimes = dict(runtimes)
         self.run = RunState(
@@ -64,9 +66,8 @@ class Orchestrator:
             breaker_threshold=settings.circuit_breaker,
         )
         self.recorder: Recorder | None = None  # the session state, where reports arrive
-        paths = SessionPaths.for_plan(self.state_dir, plan, root)
         cap = settings.budget_usd or None
-        self.budget = Budget(self.state_dir / f"{paths.name}.spend", cap)
+        self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
 
@@ -74,13 +75,12 @@ class Orchestrator:
 
     def open_state(self, parallel: bool) -> None:
         """Lock and resume the plan's session; StateError when it cannot be used."""
-        logs = self.state_dir / "logs"
         try:
-            logs.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StateError(
-                f"cannot use {logs} for the phases' logs: {exc.strerror}; it must be a directory "
-                "this tool can write"
+                f"cannot use {self.log_dir} for the phases' logs: {exc.strerror}; it must be a "
+                "directory this tool can write"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         self.recorder = recorder
@@ -101,10 +101,9 @@ class Orchestrator:
     def end_running(self, phase_id: str | None = None, grace: float = KILL_GRACE) -> list[int]:
         """End the process groups the running records of this plan name (of one phase, or all):
         a crashed worker's phase, or everything when the run itself is stopped by a signal."""
-        paths = SessionPaths.for_plan(self.state_dir, self.plan, self.root)
         groups = [
             group
-            for path in running_records(self.state_dir / "logs", paths.name)
+            for path in running_records(self.log_dir, self.paths.name)
             for record in (read_running_record(path),)
             if phase_id is None or record.phase == phase_id
             for group in record.groups
@@ -114,18 +113,22 @@ class Orchestrator:
     def where(self, phase: Phase) -> str:
         return f"{location(self.plan.path, phase.line)}: phase {phase.id!r}"
 
+    def defined_agent(self, phase: Phase) -> Agent | None:
+        """The definition of the phase's agent, if some directory or the built-ins have it."""
+        return self.agents.get(phase.agent) if phase.agent else None
+
     def agent(self, phase: Phase) -> Agent | None:
         """The phase's agent: its definition, else a generic role of its name."""
         if not phase.agent:
             return None
-        return self.agents.get(phase.agent) or generic_agent(phase.agent)
+        return self.defined_agent(phase) or generic_agent(phase.agent)
 
     def check_agents(self) -> str | None:
         """An error line for a shell phase naming an agent no directory defines (a typo: its
         timeout would be lost); a warning for the agents that LLM phases will play generically."""
         generic: dict[str, str] = {}  # normalised name -> as first written
         for phase in self.plan.phases:
-            if not phase.agent or self.agents.get(phase.agent) is not None:
+            if not phase.agent or self.defined_agent(phase) is not None:
                 continue
             if self.runtime_name(phase) == "shell":
                 names = self.agents.names()
@@ -159,7 +162,7 @@ class Orchestrator:
     def runtime_name(self, phase: Phase) -> str | None:
         """The phase's own runtime, else its agent's, else ``--maestro-runtime``, else ``shell``
         when it has ``run:`` commands; None: nothing can run it."""
-        agent = self.agents.get(phase.agent) if phase.agent else None
+        agent = self.defined_agent(phase)
         for runtime in (phase.runtime, agent.runtime if agent else None, self.settings.runtime):
             if runtime:
                 return runtime
@@ -188,7 +191,7 @@ class Orchestrator:
                     f"plugin provides; available: {', '.join(sorted(self.runtimes))}"
                 )
             if name == "shell" and not phase.run:
-                agent = self.agents.get(phase.agent) if phase.agent else None
+                agent = self.defined_agent(phase)
                 why = (
                     f"its agent {agent.name!r} ({agent.path}) says runtime: shell, which runs "
                     "'run:' commands"
@@ -216,7 +219,7 @@ class Orchestrator:
     def timeout(self, phase: Phase) -> float:
         """Seconds per attempt unless the phase sets its own: the agent's ``timeout_mins``,
         else ``--maestro-timeout``."""
-        agent = self.agents.get(phase.agent) if phase.agent else None
+        agent = self.defined_agent(phase)
         if agent is not None and agent.timeout_mins is not None:
             return agent.timeout_mins * 60
         return self.settings.timeout
@@ -266,7 +269,8 @@ class Orchestrator:
         config = RunConfig(
             plan=self.plan,
             root=self.root,
-            log_dir=self.state_dir / "logs",
+            log_dir=self.log_dir,
+            session=self.paths.name,
             timeout=self.timeout(phase),
             check_timeout=self.settings.check_timeout,
             max_retries=self.settings.max_retries,
@@ -294,7 +298,7 @@ class Orchestrator:
             path
             for other in self.plan.phases
             if other.id != phase.id and self.graph.may_run_concurrently(phase.id, other.id)
-            for path in (*other.files.all(),)
+            for path in other.files.all()
         )
 
     def prompt_context(self, phase: Phase) -> PromptContext:
@@ -321,9 +325,8 @@ class Orchestrator:
         )
 
     def _saved_session(self) -> SessionDoc | None:
-        paths = SessionPaths.for_plan(self.state_dir, self.plan, self.root)
         try:
-            return read_session(paths.snapshot)
+            return read_session(self.paths.snapshot)
         except (OSError, StateError):
             return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .files import shown
 from .plan import Phase
 from .runner import Attempt, PhaseOutcome
 
@@ -17,7 +18,7 @@ def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
     head = f"phase {phase.id!r} ({phase.name}) {verb}"
     lines = [head + (f" after {tries} attempt{plural}" if tries else "")]
     lines += _attempt_lines(outcome.attempts[-1])
-    lines.append(f"log: {_shown(outcome.log, cwd)}")
+    lines.append(f"log: {shown(outcome.log, cwd)}")
     return "\n".join(lines)
 
 
@@ -40,10 +41,3 @@ def _attempt_lines(attempt: Attempt) -> list[str]:
 
 def _tail(output: tuple[str, ...] | list[str]) -> list[str]:
     return [f"    | {line}" for line in output]
-
-
-def _shown(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)

@@ -28,7 +28,6 @@ from .process import (
     running_record_path,
 )
 from .runtimes import AgentRequest, AgentResult, Runtime
-from .state.lock import SessionPaths
 from .state.model import Tokens
 
 
@@ -92,6 +91,7 @@ class RunConfig:
     plan: Plan
     root: Path
     log_dir: Path
+    session: str  # the session's name: the running record's file is named after it
     timeout: float
     check_timeout: float
     max_retries: int
@@ -137,9 +137,8 @@ class PhaseRunner:
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
         log = log_path(cfg.log_dir, phase.id)
-        session = SessionPaths.for_plan(cfg.log_dir, cfg.plan, cfg.root).name
         with (
-            RunningRecord(running_record_path(cfg.log_dir, session, os.getpid())) as record,
+            RunningRecord(running_record_path(cfg.log_dir, cfg.session, os.getpid())) as record,
             PhaseLog.hold(log, record, cfg.log_limit) as out,
         ):
             # On disk before the phase runs anything when it has files to put back after a crash
@@ -207,8 +206,9 @@ class PhaseRunner:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
         env = self.env(phase, number)
-        token = secrets.token_hex(8)
-        if cfg.agent_cli:  # an agent may start daemons: find them after it, by this token
+        # An agent may start daemons that leave its group: they are found after it by this token.
+        token = secrets.token_hex(8) if cfg.agent_cli else None
+        if token is not None:
             env[ATTEMPT_TOKEN] = token
         request = AgentRequest(
             phase,
@@ -233,7 +233,7 @@ class PhaseRunner:
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)
-        if cfg.agent_cli:
+        if token is not None:
             ended = end_escaped(token)
             if ended:
                 out.write_line(
@@ -254,7 +254,6 @@ class PhaseRunner:
                     "changed files outside its declared ones (--maestro-strict-files): "
                     + ", ".join(outside)
                 )
-        checks = tuple(c for c in phase.acceptance if c.check)
         return Attempt(
             number,
             agent,
@@ -262,7 +261,7 @@ class PhaseRunner:
             tuple(problems),
             call.tokens,
             outside,
-            checked=bool(checks),
+            checked=any(check.check for check in phase.acceptance),
         )
 
     def _timeout(self, phase: Phase) -> float:
