@@ -54,22 +54,39 @@ def _completed(root: Path) -> set[str]:
     return {p.id for p in doc.phases.values() if p.status is Status.COMPLETED}
 
 
+def _pytest(*options: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q", *options]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+
+
+def _start(root: Path, command: list[str]) -> subprocess.Popen[bytes]:
+    """pytest in the background, leading a session of its own: its group is what is killed."""
+    return subprocess.Popen(
+        command,
+        cwd=root,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _finish(root: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """pytest to the end, as the run after the kills."""
+    return subprocess.run(command, cwd=root, env=_env(), capture_output=True, text=True)
+
+
 @pytest.mark.slow
 def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytest.Pytester) -> None:
     _plan(pytester)
     rng = random.Random(2026)
-    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-n", "2", "-q"]
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    command = _pytest("-n", "2")
     done_before: dict[str, int] = {}
     for _ in range(ROUNDS):
-        run = subprocess.Popen(
-            command,
-            cwd=pytester.path,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        run = _start(pytester.path, command)
         # A random moment after the run made some progress, whatever the machine's speed.
         _wait_for_progress(pytester.path, sum(_runs(pytester.path).values()))
         time.sleep(rng.uniform(0.0, 0.4))
@@ -82,7 +99,7 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
         for pid, count in done_before.items():
             assert runs[pid] == count, f"{pid} was completed, yet ran again"
         done_before.update({pid: runs[pid] for pid in completed if pid not in done_before})
-    result = subprocess.run(command, cwd=pytester.path, env=env, capture_output=True, text=True)
+    result = _finish(pytester.path, command)
     assert result.returncode == 0, result.stdout[-2000:]
     runs = _runs(pytester.path)
     assert set(runs) == {f"p{n}" for n in range(PHASES)}
@@ -194,16 +211,8 @@ def _kill_once_started_then_rerun(
     which the controller does not sync: as if the machine had gone down before they reached
     the disk.
     """
-    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q", *options]
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
-    killed = subprocess.Popen(
-        command,
-        cwd=root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    command = _pytest(*options)
+    killed = _start(root, command)
     deadline = time.monotonic() + 30
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -211,7 +220,7 @@ def _kill_once_started_then_rerun(
     killed.wait()
     if lose_start:
         _lose_records_of_starts(root)
-    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    return _finish(root, command)
 
 
 def _lose_records_of_starts(root: Path) -> None:
@@ -295,17 +304,9 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
         deps = [f"p{n - 1}"] if n else []
         phases.append({"id": f"p{n}", "run": run, "blocked_by": deps, "files": ["shared.txt"]})
     write_plan(pytester, phases)
-    command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q"]
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
+    command = _pytest()
     for _ in range(6):
-        run = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        run = _start(root, command)
         seen = (root / "shared.txt").read_text()
         deadline = time.monotonic() + 30
         while (root / "shared.txt").read_text() == seen and time.monotonic() < deadline:
@@ -314,7 +315,7 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
         time.sleep(0.4)  # the killed command's own group: its next step must not land later
-    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    result = _finish(root, command)
     assert result.returncode == 0, result.stdout[-2000:]
     expected = "the user's edit\n" + "".join(f"p{n}-half\np{n}\n" for n in range(8))
     assert (root / "shared.txt").read_text() == expected

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,16 @@ def marked(marker: str) -> list[int]:
     return found
 
 
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A mark for a test's long-running commands, in their command lines; whatever still
+    carries it when the test ends is killed, so no failing test leaves a process behind."""
+    mark = f"maestro-test-{uuid.uuid4().hex}"
+    yield mark
+    for pid in marked(mark):
+        os.kill(pid, signal.SIGKILL)
+
+
 def gone(marker: str, within: float = 15.0) -> bool:
     deadline = time.monotonic() + within
     while marked(marker) and time.monotonic() < deadline:
@@ -187,50 +198,37 @@ def start_run(root: Path, marker: str, *options: str, trap: str = "") -> subproc
     ],
 )
 def test_a_signal_to_pytest_ends_every_command_it_started(
-    tmp_path: Path, sig: signal.Signals, options: tuple[str, ...]
+    tmp_path: Path, marker: str, sig: signal.Signals, options: tuple[str, ...]
 ) -> None:
-    marker = f"maestro-test-{uuid.uuid4().hex}"
     run = start_run(tmp_path, marker, *options)
-    try:
-        os.kill(run.pid, sig)  # to pytest alone, as a cancelled job or a closed terminal does
-        run.communicate(timeout=60)
-        assert run.returncode != 0
-        assert gone(marker), "a command outlived the run"
-    finally:
-        for pid in marked(marker):
-            os.kill(pid, signal.SIGKILL)
+    os.kill(run.pid, sig)  # to pytest alone, as a cancelled job or a closed terminal does
+    run.communicate(timeout=60)
+    assert run.returncode != 0
+    assert gone(marker), "a command outlived the run"
 
 
 @pytest.mark.slow
-def test_a_second_ctrl_c_still_ends_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
-    marker = f"maestro-test-{uuid.uuid4().hex}"
+def test_a_second_ctrl_c_still_ends_a_command_that_ignores_sigterm(
+    tmp_path: Path, marker: str
+) -> None:
     run = start_run(tmp_path, marker, trap="trap '' TERM; ")
-    try:
-        os.kill(run.pid, signal.SIGINT)
-        time.sleep(0.5)  # inside the grace period that waits for SIGTERM to work
-        os.kill(run.pid, signal.SIGINT)
-        run.communicate(timeout=60)
-        assert gone(marker), "the second Ctrl-C skipped the SIGKILL"
-    finally:
-        for pid in marked(marker):
-            os.kill(pid, signal.SIGKILL)
+    os.kill(run.pid, signal.SIGINT)
+    time.sleep(0.5)  # inside the grace period that waits for SIGTERM to work
+    os.kill(run.pid, signal.SIGINT)
+    run.communicate(timeout=60)
+    assert gone(marker), "the second Ctrl-C skipped the SIGKILL"
 
 
 @pytest.mark.slow
-def test_a_crashed_worker_s_commands_are_ended(tmp_path: Path) -> None:
-    marker = f"maestro-test-{uuid.uuid4().hex}"
+def test_a_crashed_worker_s_commands_are_ended(tmp_path: Path, marker: str) -> None:
     run = start_run(tmp_path, marker, "-n", "2", "--maestro-max-retries=0")
-    try:
-        [command] = marked(marker)
-        group = os.getpgid(command)
-        runner = int(Path(f"/proc/{group}/stat").read_text().rsplit(")", 1)[-1].split()[1])
-        os.kill(runner, signal.SIGKILL)  # the xdist worker that runs the phase
-        out, _ = run.communicate(timeout=120)
-        assert gone(marker), "the crashed worker's command ran on"
-        assert "1 failed" in out
-    finally:
-        for pid in marked(marker):
-            os.kill(pid, signal.SIGKILL)
+    [command] = marked(marker)
+    group = os.getpgid(command)
+    runner = int(Path(f"/proc/{group}/stat").read_text().rsplit(")", 1)[-1].split()[1])
+    os.kill(runner, signal.SIGKILL)  # the xdist worker that runs the phase
+    out, _ = run.communicate(timeout=120)
+    assert gone(marker), "the crashed worker's command ran on"
+    assert "1 failed" in out
 
 
 # -- bounded output -----------------------------------------------------------------------------
@@ -292,17 +290,14 @@ def test_renaming_a_completed_phase_does_not_run_it_again(pytester: pytest.Pytes
     assert (pytester.path / "ran.txt").read_text() == "ran\n"
 
 
-def test_a_phase_s_background_job_ends_with_the_phase(pytester: pytest.Pytester) -> None:
-    marker = f"maestro-test-{uuid.uuid4().hex}"
+def test_a_phase_s_background_job_ends_with_the_phase(
+    pytester: pytest.Pytester, marker: str
+) -> None:
     sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
     plan = {"phases": [{"id": "bg", "run": [f"{sleeper} & echo started"]}]}
     (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    try:
-        pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
-        assert gone(marker, within=5), "the phase's background job outlived it"
-    finally:
-        for pid in marked(marker):
-            os.kill(pid, signal.SIGKILL)
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    assert gone(marker, within=5), "the phase's background job outlived it"
 
 
 @pytest.mark.parametrize(
@@ -335,8 +330,9 @@ def test_the_state_dir_is_a_directory_of_its_own(
     )
 
 
-def test_a_process_that_leaves_its_group_is_found_and_ended(pytester: pytest.Pytester) -> None:
-    marker = f"maestro-test-{uuid.uuid4().hex}"
+def test_a_process_that_leaves_its_group_is_found_and_ended(
+    pytester: pytest.Pytester, marker: str
+) -> None:
     pytester.makeconftest(
         f"""
         import subprocess, sys
@@ -364,15 +360,11 @@ def test_a_process_that_leaves_its_group_is_found_and_ended(pytester: pytest.Pyt
     (pytester.path / "plan.yaml").write_text(
         yaml.safe_dump({"phases": [{"id": "d", "name": "Daemon", "description": "x"}]})
     )
-    try:
-        result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-runtime=daemonising")
-        result.assert_outcomes(passed=1)
-        assert gone(marker, within=5), "a setsid escape outlived its phase"
-        log = (pytester.path / ".maestro" / "logs" / "d.log").read_text()
-        assert "process(es) that left the agent's process group (setsid)" in log
-    finally:
-        for pid in marked(marker):
-            os.kill(pid, signal.SIGKILL)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-runtime=daemonising")
+    result.assert_outcomes(passed=1)
+    assert gone(marker, within=5), "a setsid escape outlived its phase"
+    log = (pytester.path / ".maestro" / "logs" / "d.log").read_text()
+    assert "process(es) that left the agent's process group (setsid)" in log
 
 
 def test_a_logs_dir_that_cannot_be_used_is_one_line_not_a_traceback(
