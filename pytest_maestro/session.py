@@ -21,6 +21,9 @@ from .process import interrupted_by
 from .skips import report_skip
 from .state import StateError
 
+# The terminal's category for a phase completed before this run.
+ALREADY_COMPLETED = "already completed"
+
 
 def durations_key(plan_path: Path) -> str:
     """The cache key of a plan's measured phase durations."""
@@ -93,6 +96,16 @@ class MaestroSession:
             if facts is not None:
                 facts.attach(report)  # travels with the report to xdist's controller
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """A phase an earlier run completed is counted apart from real skips: a fully resumed
+        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
+        if report.when == "setup" and report.skipped:
+            facts = PhaseFacts.of(report)
+            if facts is not None and facts.status == "completed":
+                return ALREADY_COMPLETED, "c", "ALREADY COMPLETED"
+        return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

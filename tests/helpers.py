@@ -41,3 +41,11 @@ def write_plan(pytester: pytest.Pytester, phases: list[dict[str, Any]], **top: A
 
 def phase(pid: str, *run: str, **fields: Any) -> dict[str, Any]:
     return {"id": pid, "run": list(run), **fields}
+
+
+def assert_phases(result: pytest.RunResult, *, earlier: int = 0, **outcomes: int) -> None:
+    """``assert_outcomes`` for a maestro run, which also counts the phases an earlier run
+    completed: the summary line says "N already completed" for them."""
+    result.assert_outcomes(**outcomes)
+    counts = result.parseoutcomes()  # "5 already completed" parses as {"already": 5}
+    assert counts.get("already", 0) == earlier, counts
