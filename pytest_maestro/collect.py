@@ -95,7 +95,8 @@ class PhaseItem(pytest.Item):
             return render_failure(self.phase, excinfo.value.outcome, cwd)
         if isinstance(excinfo.value, OSError):  # the disk, not the phase: say so in one line
             error = excinfo.value
-            return f"phase {self.phase.id!r} could not run: {error.strerror}: {error.filename}"
+            where = f": {error.filename}" if error.filename else ""
+            return f"phase {self.phase.id!r} could not run: {error.strerror or error}{where}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -92,9 +92,9 @@ class Orchestrator:
         )
 
     def close_state(self) -> None:
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            recorder.close()
 
     # -- phases --------------------------------------------------------------------------------
 

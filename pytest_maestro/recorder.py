@@ -14,7 +14,7 @@ from .files import FileSnapshot, Restored
 from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
 from .runner import preimage_path, replaced_dir
-from .state import Interrupted, SessionStore, Status, Tokens
+from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
 from .state.journal import fsync_dir
 from .state.model import now
 
@@ -42,6 +42,7 @@ class Recorder:
             end_groups(record.groups)
         stamp = now().replace(":", "").replace("-", "")
         self.restored: list[Restored] = []
+        self.unwritable: str | None = None
         for phase in store.interrupted:
             before = FileSnapshot.load(root, preimage_path(log_dir, phase.id))
             if before is not None:  # none: the phase had changed nothing yet
@@ -67,7 +68,7 @@ class Recorder:
         facts: dict[str, Any] = {"agent": agent}
         if worker:
             facts["worker"] = worker
-        self.store.record(phase.id, Status.IN_PROGRESS, durable=False, **facts)
+        self._record(phase.id, Status.IN_PROGRESS, durable=False, **facts)
 
     def finished(self, facts: PhaseFacts) -> None:
         """Persist what a report says of a phase; a phase completed earlier stays as it was."""
@@ -78,10 +79,10 @@ class Recorder:
         if status is Status.SKIPPED:
             if facts.skip is not None and facts.skip.kind is SkipKind.STOPPED:
                 return  # not run, nor decided: it stays pending for the next run
-            self.store.record(phase_id, status, result=facts.skip.text if facts.skip else None)
+            self._record(phase_id, status, result=facts.skip.text if facts.skip else None)
             return
         if current is not Status.IN_PROGRESS:  # an error before the phase could start
-            self.store.record(phase_id, Status.IN_PROGRESS)
+            self._record(phase_id, Status.IN_PROGRESS)
         record: dict[str, Any] = {
             key: value
             for key, value in (
@@ -109,10 +110,24 @@ class Recorder:
             record.update(
                 files_created=files.create, files_modified=files.modify, files_deleted=files.delete
             )
-        self.store.record(phase_id, status, **record)
+        self._record(phase_id, status, **record)
 
     def stop(self, reason: str) -> None:
-        self.store.stop(reason)
+        if self.unwritable is None:
+            try:
+                self.store.stop(reason)
+            except SessionUnwritable as exc:
+                self.unwritable = str(exc)
+
+    def _record(self, phase_id: str, status: Status, **fields: Any) -> None:
+        """A change the session cannot take any more (a full disk) leaves it as it was and says
+        why in ``unwritable``: the run stops, and the next one resumes from what was written."""
+        if self.unwritable is not None:
+            return
+        try:
+            self.store.record(phase_id, status, **fields)
+        except SessionUnwritable as exc:
+            self.unwritable = str(exc)
 
     def close(self) -> None:
         self.store.close()

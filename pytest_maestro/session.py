@@ -115,8 +115,11 @@ class MaestroSession:
             return
         self.run.record(facts)
         self.nodeids[facts.phase] = report.nodeid
-        if self.maestro.recorder is not None:
-            self.maestro.recorder.finished(facts)
+        recorder = self.maestro.recorder
+        if recorder is not None:
+            recorder.finished(facts)
+            if recorder.unwritable is not None:
+                self._stop(recorder.unwritable)
         if self.run.decides:
             stop = self.maestro.phase_finished(facts)
             if stop is not None:
@@ -128,7 +131,7 @@ class MaestroSession:
         junit.record_phase(self.config, report, facts, agent, wave)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.run.decides and not self.config.option.collectonly:
             if self.run.stop_reason is not None:
                 self._report_doomed()
@@ -138,7 +141,12 @@ class MaestroSession:
             cache = getattr(self.config, "cache", None)
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
-        self.maestro.close_state()
+        try:
+            self.maestro.close_state()
+        except StateError as exc:  # a full disk: the journal keeps what the snapshot lacks
+            self.maestro.notes.append(str(exc))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.cleanup.close()
 
     def pytest_unconfigure(self) -> None:

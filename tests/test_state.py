@@ -27,6 +27,7 @@ from pytest_maestro.state import (
     SessionCorrupt,
     SessionPaths,
     SessionStore,
+    StateError,
     Status,
     Tokens,
     fingerprints,
@@ -582,7 +583,7 @@ def test_failed_snapshot_write_leaves_the_old_one(
     def no_rename(source: object, target: object) -> None:
         raise OSError(28, "No space left on device")
 
-    with monkeypatch.context() as patched, pytest.raises(OSError, match="No space left"):
+    with monkeypatch.context() as patched, pytest.raises(StateError, match=r"\(No space left"):
         patched.setattr(os, "replace", no_rename)
         store.close()
     assert store.path.read_bytes() == old

@@ -87,11 +87,13 @@ class Journal:
         data = (("\n" if self._torn else "") + line).encode()
         self._torn = False
         end = self._end + len(data)
-        if end <= self._size:
-            self._write(data)
-        else:
-            self._size = end + _AHEAD
-            self._write(data + bytes(_AHEAD))
+        self._write(data)  # on a full disk this raises, and the line is not taken
+        if end > self._size:
+            self._size = end
+            # Space ahead saves syncs, nothing more: a disk too full for it still takes lines.
+            with contextlib.suppress(OSError):
+                self._write(bytes(_AHEAD))
+                self._size = end + _AHEAD
             os.lseek(self._fd, end, os.SEEK_SET)  # the next line overwrites the zeros
         self._end = end
         self._unsynced = True

@@ -20,6 +20,10 @@ class SessionCorrupt(StateError):
     """A session file that cannot be read."""
 
 
+class SessionUnwritable(StateError):
+    """The journal took no more changes (a full disk): the session holds what came before."""
+
+
 class Status(str, Enum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from pytest_maestro.state.model import (
     PhaseState,
     SessionCorrupt,
     SessionDoc,
+    SessionUnwritable,
     StateError,
     Status,
     Tokens,
@@ -141,6 +143,7 @@ class SessionStore:
         self._journal = journal
         self._unfolded = 0  # journal entries since the last snapshot
         self._closed = False
+        self._unwritable: str | None = None  # why the journal took no more changes (a full disk)
         done = (p for p in doc.phases.values() if p.status is Status.COMPLETED)
         self._earlier = {p.id: p.completed or doc.updated for p in done}
 
@@ -315,7 +318,13 @@ class SessionStore:
             if final not in SESSION_STATUSES:
                 raise ValueError(f"session status {final!r}: one of {sorted(SESSION_STATUSES)}")
             self._doc.status, self._doc.updated = final, now()
-            self._fold()
+            try:
+                self._fold()
+            except OSError as exc:
+                raise StateError(
+                    f"cannot rewrite session {self.paths.snapshot} ({exc.strerror}): its journal "
+                    "keeps every change recorded, and the next run reads it"
+                ) from None
         finally:
             self._closed = True
             self._journal.close()
@@ -343,13 +352,24 @@ class SessionStore:
     def _write(self, change: dict[str, Any], at: str, *, durable: bool = True) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.paths.snapshot} is closed")
+        if self._unwritable is not None:  # never append behind a line a full disk cut short
+            raise SessionUnwritable(self._unwritable)
         entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
         # On disk before the state in memory (or any report) moves, when durable.
-        self._journal.append(entry, durable=durable)
+        try:
+            self._journal.append(entry, durable=durable)
+        except OSError as exc:
+            self._unwritable = (
+                f"cannot write session journal {self.paths.journal} ({exc.strerror}): the "
+                "session holds what was recorded before"
+            )
+            raise SessionUnwritable(self._unwritable) from None
         apply_entry(self._doc, entry)
         self._unfolded += 1
         if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
-            self._fold()
+            with contextlib.suppress(OSError):  # the journal still holds it all: fold later
+                self._fold()
+            self._unfolded = 0
 
     def _fold(self) -> None:
         """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
