@@ -22,7 +22,7 @@ from .state.journal import fsync_dir
 KILL_GRACE = 2.0
 # poll() takes its timeout in milliseconds as a C int (about 24 days): wait a day at a time.
 POLL_SLICE = 86_400.0
-# What one command may leave in its phase's log; the middle of more is cut (--maestro-log-limit).
+# What one attempt of a phase may leave in its log; the middle of more is cut (--maestro-log-limit).
 LOG_LIMIT = 10 * 1024 * 1024
 # What a failure report reads back of a command's output: its last bytes, lines cut short.
 TAIL_BYTES = 64 * 1024
@@ -79,7 +79,8 @@ class PhaseLog:
         self.path = path
         self.out = out
         self.record = record
-        self.limit = limit
+        self.limit = limit  # bytes per attempt
+        self.attempt_start = 0  # where the current attempt's output starts in the log
 
     @classmethod
     @contextlib.contextmanager
@@ -100,6 +101,14 @@ class PhaseLog:
 
     def write_line(self, text: str) -> None:
         self.out.write(text.encode() + b"\n")
+
+    def begin_attempt(self) -> None:
+        self.attempt_start = self.out.tell()
+
+    def room_from(self, offset: int) -> int:
+        """What a command whose output starts at ``offset`` may keep: what its attempt has left
+        of the limit, and never less than the tail a failure report reads."""
+        return max(TAIL_BYTES, self.limit - (offset - self.attempt_start))
 
 
 def _open_log(path: Path, flags: int = 0) -> FileIO:
@@ -142,11 +151,12 @@ def run_process(
         target = files.enter_context(stdout_file.open("wb")) if stdout_file else None
         held = PhaseLog.held(log)
         if held is not None:
-            out, record, limit = held.out, held.record, held.limit
+            out, record = held.out, held.record
         else:
-            out, record, limit = files.enter_context(_open_log(log)), None, LOG_LIMIT
+            out, record = files.enter_context(_open_log(log)), None
         result = _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, target)
-        cut_middle(log, result.log_offset, out.tell(), limit)
+        room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
+        cut_middle(log, result.log_offset, out.tell(), room)
         return result
 
 
@@ -209,7 +219,7 @@ def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
     cut = size - head - tail
     note = (
         f"\n[... {cut} bytes cut here: this command printed {size}, the log keeps its first "
-        f"{head} and last {tail} (--maestro-log-limit) ...]\n"
+        f"{head} and last {tail} (--maestro-log-limit bounds each attempt) ...]\n"
     ).encode()
     fd = os.open(log, os.O_RDWR)
     try:

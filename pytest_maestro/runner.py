@@ -107,7 +107,7 @@ class RunConfig:
     ignored: tuple[str, ...] = (".maestro/",)  # paths no agent is blamed for (the state dir)
     # Files that phases running beside this one declare: their changes are not this phase's.
     concurrent_files: frozenset[str] = frozenset()
-    log_limit: int = LOG_LIMIT  # bytes one command may leave in the log
+    log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -175,6 +175,7 @@ class PhaseRunner:
                 keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
                 for restored in before.restore(keep):
                     out.write_line(f"--- {restored.line(cfg.root)}")
+            out.begin_attempt()
             attempt = self._attempt(phase, number, attempts[-1] if attempts else None, out, before)
             attempts.append(attempt)
             if attempt.ok:

@@ -131,7 +131,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "log_limit",
-        "megabytes one command may leave in its phase's log; the middle of more is cut",
+        "megabytes one attempt may leave in its phase's log; the middle of more is cut",
         "float",
         10.0,
     ),

@@ -269,6 +269,23 @@ def test_300_mb_of_output_leaves_a_bounded_log_and_report_in_flat_memory(tmp_pat
     assert len((tmp_path / "out.xml").read_bytes()) < 50_000
 
 
+def test_the_log_limit_bounds_each_attempt_not_each_command(pytester: pytest.Pytester) -> None:
+    mib = 1024 * 1024
+    loud = [LOUD.format(size=mib) for _ in range(3)]  # 3 MiB an attempt, in three commands
+    plan = {"phases": [{"id": "loud", "run": [*loud, "false"], "max_retries": 1}]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-log-limit=1.5").assert_outcomes(
+        failed=1
+    )
+    log = (pytester.path / ".maestro" / "logs" / "loud.log").read_bytes()
+    # Each attempt keeps 1.5 MiB, but a command that comes after the limit keeps its tail (64 KiB)
+    # for the failure report.
+    tail_room = 64 * 1024
+    assert 2 * 1.5 * mib < len(log) < 2 * (1.5 * mib + 2 * tail_room) + 8192
+    assert log.count(b"\nlast-line\n") == 6  # every command's end is kept
+    assert log.count(b"bytes cut here") == 4  # in each attempt: the second and third commands
+
+
 def test_a_short_log_is_left_whole_and_a_long_one_cut_in_the_middle(tmp_path: Path) -> None:
     from pytest_maestro.process import cut_middle
 
