@@ -187,7 +187,7 @@ def _dependencies(lines: Sequence[Line], part: _Part, path: Path, phase_id: str)
     heading_line = lines[part.heading_index]
     values = [(part.value, heading_line.number)] if part.value else []
     for line in lines[part.heading_index + 1 : part.end]:
-        match = None if line.in_fence else _BLOCKED_BY.match(line.text)
+        match = None if line.literal else _BLOCKED_BY.match(line.text)
         if match:
             values.append((match.group(1), line.number))
     found = []

@@ -189,7 +189,7 @@ def _checks(lines: Sequence[Line], start: int, end: int) -> tuple[Check, ...]:
     """``Run:`` commands whose ``Expected:`` says they pass, each command once."""
     checks: dict[str, Check] = {}
     for index in range(start, end):
-        match = None if lines[index].in_fence else _RUN.match(lines[index].text)
+        match = None if lines[index].literal else _RUN.match(lines[index].text)
         if match is None:
             continue
         command = _command(lines, index, end, match.group(1))
@@ -231,7 +231,7 @@ def _expected(lines: Sequence[Line], start: int, end: int) -> str | None:
     only_runs = True  # nothing but blank lines and other Run: lines since this one
     for index in range(start, end):
         line = lines[index]
-        if line.in_fence:
+        if line.literal:
             continue
         if _RUN.match(line.text) and only_runs:
             continue
