@@ -11,7 +11,17 @@ from typing import Protocol
 
 from ..model import Plan
 from ..source import Source
-from . import design_v2, maestro_json, maestro_md, native, steps, superpowers, tasklist
+from . import (
+    design_v2,
+    maestro_json,
+    maestro_md,
+    native,
+    numbered,
+    speckit,
+    steps,
+    superpowers,
+    tasklist,
+)
 
 
 class Reader(Protocol):
@@ -34,6 +44,8 @@ READERS: tuple[Reader, ...] = (
     tasklist,
     steps,
     superpowers,
+    speckit,
+    numbered,
 )
 BY_NAME: dict[str, Reader] = {reader.NAME: reader for reader in READERS}
 # The names as users see them listed (--maestro-format's choices, errors): this project's own
