@@ -93,10 +93,11 @@ class Source:
 
     path: Path
     text: str
+    tag: str | None = None  # the Taskmaster tag to read (--maestro-tag)
 
     @classmethod
-    def read(cls, path: Path) -> Source:
-        return cls(path, read_text(path))
+    def read(cls, path: Path, tag: str | None = None) -> Source:
+        return cls(path, read_text(path), tag)
 
     @cached_property
     def normal_text(self) -> str:

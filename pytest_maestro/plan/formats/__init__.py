@@ -21,12 +21,16 @@ from . import (
     steps,
     superpowers,
     tasklist,
+    taskmaster,
 )
 
 
 class Reader(Protocol):
     @property
     def NAME(self) -> str: ...
+
+    @property
+    def EXPECTS(self) -> str: ...  # what detection looks for, as users read it
 
     def detect(self, source: Source) -> bool: ...
 
@@ -39,6 +43,7 @@ class Reader(Protocol):
 READERS: tuple[Reader, ...] = (
     design_v2,
     maestro_json,
+    taskmaster,
     native,
     maestro_md,
     tasklist,

@@ -22,6 +22,7 @@ from ..source import Line, Source
 from . import markdown as md
 
 NAME = "maestro-md"
+EXPECTS = "## Phase N, ### Agent"
 
 _PHASE = re.compile(r"^Phase\s+(\d+(?:\.\d+)*[a-z]?)(?:\s*[:.\u2014\u2013-]\s*(.*)|\s*)$", re.I)
 _PART = re.compile(r"^([^:]+?)\s*(?::\s*(.*))?$")

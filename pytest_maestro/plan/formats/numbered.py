@@ -27,7 +27,7 @@ from . import checkboxes as cb
 from . import markdown as md
 
 NAME = "kiro"
-EXPECTS = "'- [ ] 1.1 …' numbered checkbox tasks"
+EXPECTS = "- [ ] 1.1 checkboxes"
 
 _NUMBERED = re.compile(r"^(\d{1,6}(?:\.\d{1,6})*)\.?[ \t]+(.*)$", re.S)
 _GROUP_HEADING = re.compile(r"^(\d{1,6}(?:\.\d{1,6})*)\.?\s+(.*)$")
@@ -92,7 +92,7 @@ def read(source: Source) -> Plan:
 
 def _heading_groups(source: Source) -> dict[str, str]:
     """``## 2. Core services`` headings: the title of group ``2``."""
-    found = {}
+    found: dict[str, str] = {}
     for line in source.lines:
         match = _GROUP_HEADING.match(line.heading[1]) if line.heading else None
         if match:

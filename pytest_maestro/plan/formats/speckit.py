@@ -29,7 +29,7 @@ from . import markdown as md
 from .tasklist import dependency_ids
 
 NAME = "speckit"
-EXPECTS = "'- [ ] T001 [P] …' checkbox tasks"
+EXPECTS = "- [ ] T001 checkboxes"
 
 _TASK = re.compile(r"^(T\d+[a-z]?)\b[ \t]*((?:\[[^\[\]\n]*\][ \t]*)*)(.*)$", re.S)
 _LABEL = re.compile(r"\[([^\[\]\n]*)\]")

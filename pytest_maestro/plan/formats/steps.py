@@ -26,6 +26,7 @@ from . import markdown as md
 from .superpowers import has_task_headings
 
 NAME = "steps"
+EXPECTS = "**Step N** items, ### Step N:"
 
 _STEP = re.compile(r"^\*\*(?:Step\s+(\d[\w.]*)|(\d[\w.]*/\d[\w.]*))\s*:?\*\*\s*:?\s*(.*)$", re.I)
 _DEP_TOKEN = re.compile(r"\d[\w.]*/\d[\w.]*|\d[\w.]*")

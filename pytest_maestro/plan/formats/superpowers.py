@@ -26,6 +26,7 @@ from ..source import Line, Source
 from . import markdown as md
 
 NAME = "superpowers"
+EXPECTS = "### Task N: headings"
 
 _TASK = re.compile(r"^Task\s+(\d+(?:\.\d+)*[a-z]?)\s*(?:[:.\u2014\u2013-]\s*(.*))?$", re.I)
 _FILE_ROLE = re.compile(r"^(\w+)\s*:\s*(.*)$", re.S)
