@@ -9,7 +9,8 @@ parallel-handoff protocol treats it). Ids: ``**Step 3**`` is ``step-3`` (``step-
 ``### Phase 2`` when the numbering restarts in each group); ``**2/3**`` is ``2.3`` (``/`` would
 be legal in a pytest node id but reads like a path in ``-k`` and ``--deselect``).
 The heading above a step (``### Section 2: Core Logic``) becomes its tag (``section-2``).
-A step may also be a heading, ``### Step 3: action``, with the same fields as bold lines below it.
+A step may also be a heading, ``### Step 3: action``, with the same fields as bold lines below
+it, in a plan where some step has a ``**Depends**`` line.
 """
 
 from __future__ import annotations
@@ -49,13 +50,18 @@ def detect(source: Source) -> bool:
     if "**" not in source.text and "Step" not in source.text:
         return False
     lines = source.lines
-    found = any(_step_match(line) or _heading_step(line) for line in lines)
+    found = any(_step_match(line) for line in lines) or _heading_steps(lines)
     return found and not has_task_headings(lines)
 
 
 def read(source: Source) -> Plan:
     lines, path = source.lines, source.path
-    starts = [index for index, line in enumerate(lines) if _heading_step(line) or _step_match(line)]
+    headed = _heading_steps(lines)
+    starts = [
+        index
+        for index, line in enumerate(lines)
+        if (headed and _heading_step(line)) or _step_match(line)
+    ]
     all_headings = md.headings(lines)
     heading_lines = [h.index for h in all_headings]
     parents = _parent_headings(all_headings)
@@ -169,6 +175,15 @@ def _parent_headings(all_headings: Sequence[md.Heading]) -> dict[int, md.Heading
             parents[found.index] = stack[-1]
         stack.append(found)
     return parents
+
+
+def _heading_steps(lines: Sequence[Line]) -> bool:
+    """``### Step N:`` headings are steps of a plan when some step names its dependencies (a
+    skill's instructions are written as steps too, and depend on nothing)."""
+    return any(_heading_step(line) for line in lines) and any(
+        (field := md.field(line)) is not None and field[0] in ("depends", "depends on")
+        for line in lines
+    )
 
 
 def _heading_step(line: Line) -> re.Match[str] | None:
