@@ -8,7 +8,8 @@ Kiro runs them. With cc-sdd's annotations, ``(P)`` marks a task that may run bes
 neighbours (a run of consecutive ``(P)`` tasks of one major task depends on what precedes the
 run), ``_Depends: 1.1, 2.1_`` names dependencies (a group stands for all its leaves; a ``(P)``
 task depends on those alone, another task on those and the task before it), and a task with
-neither follows the one before it. ``[x]`` is done; ``- [ ]*`` is optional (marker ``optional``).
+neither follows the one before it. ``[x]`` is done; ``- [ ]*`` is optional (marker
+``optional``): a side branch, which the tasks after it do not wait for.
 ``_Requirements:_`` and ``_Boundary:_`` stay in the prompt; ``Observable…:`` detail lines are
 acceptance criteria, a backticked command in them the check. Files: the backticked paths of the
 task and its details, created when the task says create/add/new, else modified.
@@ -25,6 +26,7 @@ from ..model import Check, Files, Phase, Plan
 from ..source import Source
 from . import checkboxes as cb
 from . import markdown as md
+from ._deps import without_implied
 
 NAME = "kiro"
 EXPECTS = "- [ ] 1.1 checkboxes"
@@ -75,7 +77,7 @@ def read(source: Source) -> Plan:
     texts = {task.id: cb.item_text(source.lines, task.item) for task in leaves}
     annotated = any(_PARALLEL.search(t.item.text) or "_Depends:" in texts[t.id] for t in leaves)
     members = _group_members(leaves)
-    order = _order(leaves, texts, members) if annotated else md.sequential(t.id for t in leaves)
+    order = _order(leaves, texts, members) if annotated else _sequential(leaves)
     titles = {task.id: task.title for task in tasks} | _heading_groups(source)
     phases = []
     warnings = []
@@ -88,6 +90,17 @@ def read(source: Source) -> Plan:
     stop = headings[-1] - 1 if len(headings) > 1 else first - 1
     title, context = md.title_and_context(source, stop)
     return Plan(source.path, NAME, tuple(phases), title, context, warnings=tuple(warnings))
+
+
+def _sequential(leaves: Sequence[_Task]) -> dict[str, tuple[str, ...]]:
+    """Written order, one by one; an optional task is a side branch nothing waits for."""
+    deps: dict[str, tuple[str, ...]] = {}
+    previous: tuple[str, ...] = ()
+    for task in leaves:
+        deps[task.id] = previous
+        if not task.box.optional:
+            previous = (task.id,)
+    return deps
 
 
 def _heading_groups(source: Source) -> dict[str, str]:
@@ -126,12 +139,14 @@ def _order(
             deps[task.id] = named
         else:
             deps[task.id] = tuple(dict.fromkeys((*frontier, *(named or ()))))
+        if task.box.optional:  # a side branch: what follows never waits for it
+            continue
         if parallel:
             run.append(task.id)
         else:
             frontier = (task.id,)
         previous = task
-    return deps
+    return without_implied(deps)
 
 
 def _depends(text: str, members: dict[str, list[str]]) -> tuple[str, ...] | None:

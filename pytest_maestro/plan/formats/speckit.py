@@ -19,13 +19,14 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..blocks import ListItem
 from ..model import Check, Files, Phase, Plan
 from ..source import Line, Source
 from . import checkboxes as cb
 from . import markdown as md
+from ._deps import without_implied
 from .tasklist import dependency_ids
 
 NAME = "speckit"
@@ -103,6 +104,8 @@ def read(source: Source) -> Plan:
         phases.append(_phase(source, task, headings, order[task.id], blocks, extra))
         if not task.box.known:
             warnings.append(cb.unknown_mark_warning(source, task.item, task.box, task.id))
+    reduced = without_implied({phase.id: phase.blocked_by for phase in phases})
+    phases = [replace(phase, blocked_by=reduced[phase.id]) for phase in phases]
     first = headings[sections[0]].number - 1 if sections else len(lines)
     title, context = md.title_and_context(source, first)
     return Plan(

@@ -4,7 +4,8 @@ Two shapes: the legacy ``{"tasks": [...]}`` and the tagged ``{"<tag>": {"tasks":
 tag read is ``--maestro-tag``, else the ``currentTag`` of a ``.taskmaster/state.json`` beside or
 above the file, else ``master``, else the only one. A task with subtasks is a group: its subtasks
 are the phases (id ``4.2``) and inherit the task's dependencies; a dependency on a group means all
-its phases. Subtask dependencies are sibling numbers (``[1, 2]``) or dotted ids (``"4.1"``); ids
+its phases (a subtask that depends on a sibling inherits them through it). Subtask dependencies
+are sibling numbers (``[1, 2]``) or dotted ids (``"4.1"``); ids
 are ints or strings, with gaps. ``description`` and ``details`` go to the prompt, ``testStrategy``
 is a prose criterion, ``priority`` (high, medium, low) orders ready phases when nothing else
 does. Status ``done`` or ``completed`` is done; a status outside Taskmaster's set is read as not
@@ -14,12 +15,14 @@ done, with a warning.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError
 from ..model import Check, Phase, Plan
 from ..source import Source, read_bounded
+from ._deps import without_implied
 from ._structured import DataPath, Document, describe, parse_json
 
 NAME = "taskmaster"
@@ -135,7 +138,9 @@ class _Reader:
             ]
             status = subtask.get("status", task.get("status"))
             raw = {**subtask, "status": status, "parent": parent.strip()}
-            self._add(raw, sub_at, sub_id, [*deps, *sub_deps], task_id, priority)
+            # The task's dependencies, where no sibling stands between them and the subtask.
+            inherited = [] if sub_deps else deps
+            self._add(raw, sub_at, sub_id, [*inherited, *sub_deps], task_id, priority)
 
     def _add(
         self,
@@ -164,7 +169,9 @@ class _Reader:
         return value
 
     def phases(self) -> list[Phase]:
-        return [self._phase(*entry) for entry in self.raw]
+        phases = [self._phase(*entry) for entry in self.raw]
+        reduced = without_implied({phase.id: phase.blocked_by for phase in phases})
+        return [replace(phase, blocked_by=reduced[phase.id]) for phase in phases]
 
     def _phase(self, raw: dict[str, Any], at: DataPath, phase_id: str, deps: list[Any]) -> Phase:
         blocked_by = [m for dep in deps for m in self.members.get(str(dep), [str(dep)])]
