@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,10 @@ class Blocks:
 
 
 def parser() -> MarkdownIt:
-    # A parser is cheap to build; one per document keeps no state between documents.
+    # Imported here: a run of a JSON or YAML plan does not pay for it. A parser is cheap to
+    # build; one per document keeps no state between documents.
+    from markdown_it import MarkdownIt
+
     return MarkdownIt("commonmark").disable(["inline", "text_join"])
 
 
