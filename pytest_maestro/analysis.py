@@ -109,6 +109,7 @@ def _phase_dict(phase: Phase) -> dict[str, Any]:
         "acceptance": [{"criterion": c.criterion, "check": c.check} for c in phase.acceptance],
         "run": list(phase.run),
         "line": phase.line,
+        **({"done": True} if phase.done else {}),
     }
 
 

@@ -20,6 +20,7 @@ class SkipKind(enum.Enum):
     """Why a phase did not run."""
 
     EARLIER = "earlier"  # completed in an earlier run, definition unchanged: counts as completed
+    DONE = "done"  # the plan marks it done ([x], status done): counts as completed
     DEPENDENCY = "dependency"  # a dependency failed, was blocked or was skipped
     NOT_SELECTED = "not_selected"  # a dependency was deselected and never completed
     NOT_RUN_YET = "not_run_yet"  # a dependency has not run (only out of order)
@@ -40,6 +41,10 @@ class SkipReason:
     @classmethod
     def earlier(cls, when: str) -> SkipReason:
         return cls(SkipKind.EARLIER, f"completed in an earlier run at {when}")
+
+    @classmethod
+    def done(cls) -> SkipReason:
+        return cls(SkipKind.DONE, "done in the plan")
 
     @classmethod
     def dependency(cls, dep: str, status: str) -> SkipReason:

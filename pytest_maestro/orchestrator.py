@@ -177,6 +177,8 @@ class Orchestrator:
         needs_consent: dict[str, Runtime] = {}
         for phase_id in selected:
             phase = self.plan.phase(phase_id)
+            if phase.done:  # skipped: it needs nothing to run it
+                continue
             name = self.runtime_name(phase)
             if name is None:
                 return (

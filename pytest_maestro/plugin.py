@@ -89,7 +89,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     try:
         settings = Settings.from_config(config)
-        plan = load_plan(settings.plan, settings.format)
+        plan = load_plan(settings.plan, settings.format, settings.tag)
     except (PlanError, SettingsError) as exc:
         sys.stderr.write(f"ERROR: {exc}\n")
         return pytest.ExitCode.USAGE_ERROR
@@ -107,7 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
     decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
     try:
         settings = Settings.from_config(config)
-        plan = load_plan(settings.plan, settings.format)
+        plan = load_plan(settings.plan, settings.format, settings.tag)
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
         maestro = Orchestrator(

@@ -86,12 +86,15 @@ class RunState:
         """
         if not self.decides:
             return None
+        phase = self.plan.phase(phase_id)
+        if phase.done:
+            return SkipReason.done()
         earlier = self.earlier.get(phase_id)
         if earlier is not None:
             return SkipReason.earlier(earlier)
-        for dep in self.plan.phase(phase_id).blocked_by:
+        for dep in phase.blocked_by:
             status = self.outcomes.get(dep)
-            if status == "completed":
+            if status == "completed" or self.plan.phase(dep).done:
                 continue
             if status is not None:
                 return SkipReason.dependency(dep, status)
@@ -111,7 +114,8 @@ class RunState:
     def record(self, facts: PhaseFacts) -> None:
         """A report's news of a phase. A later report of a phase (its teardown failed after the
         call passed) replaces what an earlier one said."""
-        self.outcomes[facts.phase] = facts.status
+        done = facts.skip is not None and facts.skip.kind is SkipKind.DONE
+        self.outcomes[facts.phase] = "completed" if done else facts.status
         if facts.skip is not None:
             if facts.skip.kind is SkipKind.EARLIER:
                 self.resumed += 1

@@ -46,6 +46,11 @@ OPTIONS: tuple[Option, ...] = (
         "choice",
         choices=FORMAT_NAMES,
     ),
+    Option(
+        "tag",
+        "Taskmaster tag of a tasks.json to read (default: .taskmaster/state.json's currentTag, "
+        "else master)",
+    ),
     Option("root", "project root where phases run; beats the plan's root:, which beats rootdir"),
     Option(
         "timeout",
@@ -153,6 +158,7 @@ class Settings:
     plan: Path
     analyze: str | None
     format: str | None
+    tag: str | None
     root: str | None
     timeout: float
     check_timeout: float

@@ -1091,3 +1091,54 @@ def test_steps_numbered_anew_under_each_phase_heading(tmp_path: Path) -> None:
         "step-2.1": (),
         "step-2.2": ("step-2.1",),
     }
+
+
+def test_a_maestro_phase_with_several_agents(tmp_path: Path) -> None:
+    """``### Agent: coder, tester`` was refused as one unknown agent named "coder, tester"."""
+    plan = load(
+        tmp_path,
+        """
+        # Plan
+
+        ## Phase 1: Build
+
+        ### Agent: coder, tester
+
+        ### Files to Create
+        - `src/a.py`
+        """,
+    )
+    phase = plan.phase("1")
+    assert phase.agent == "coder"
+    assert phase.constraints == ("This phase is shared with tester: leave their part to them.",)
+
+
+def test_step_headings_with_depends_lines(tmp_path: Path) -> None:
+    text = """
+        # Plan
+
+        ## Phase 1: Base
+
+        ### Step 1: Create the module
+
+        **Files**: `src/a.py` (new)
+        **Verification**: `python -m pytest tests` passes
+
+        ### Step 2: Wire it
+
+        **Depends**: Step 1
+        **Files**:
+        - `src/b.py`
+
+        ### Step 3: Docs
+
+        **Depends**: None
+        """
+    plan = load(tmp_path, text)
+    assert plan.format == "steps"
+    assert deps(plan) == {"step-1": (), "step-2": ("step-1",), "step-3": ()}
+    assert plan.phase("step-2").line == line_of(text, "### Step 2")
+    assert plan.phase("step-2").files.modify == ("src/b.py",)
+    assert plan.phase("step-1").files.create == ("src/a.py",)
+    assert plan.phase("step-1").acceptance[0].check == "python -m pytest tests"
+    assert plan.phase("step-3").tags == ("phase-1",)

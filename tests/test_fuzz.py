@@ -156,6 +156,30 @@ _PIECES = [
     "NaN",
     "1e999",
     '"\\ud800"',
+    # spec-kit, Kiro / cc-sdd / OpenSpec, Taskmaster, and what the CommonMark parser decides
+    "- [ ] T001 ",
+    "- [x] T002 [P] ",
+    "[US1] ",
+    "(depends on T001)",
+    "T001 blocks T002",
+    "**Checkpoint**: ",
+    "- [ ] 1. ",
+    "- [ ] 1.1 (P) ",
+    "- [ ]* 1.2 ",
+    "  - [~] 1.1.1 ",
+    "  - _Depends: 1.1_",
+    "  - Observable: `true`",
+    "## 1. ",
+    "### Step 1: ",
+    "### Agent: coder, tester",
+    "<!--",
+    "-->",
+    "<details>",
+    "===",
+    "    ",
+    '{"master": {"tasks": [',
+    '{"id": 1, "title": "t", "dependencies": [1], "subtasks": [',
+    '{"id": 1, "dependencies": ["1.1", 2]}]}',
 ]
 # Pieces that break a reader today, each with its test below: add them above once it passes.
 KNOWN_BREAKERS = ["0000-00-00", "2001-02-30", "9" * 4400, '{"\\u000b": 1}']
@@ -242,6 +266,30 @@ plan_like = st.one_of(
         {"schemaVersion": st.just(2) | scalars, "tasks": st.lists(phase_like, max_size=6)}
     ),
     st.lists(phase_like, min_size=1, max_size=6),
+    # Taskmaster: tasks (with subtasks) that have the id and title detection looks for
+    st.fixed_dictionaries(
+        {"tasks": st.lists(st.fixed_dictionaries({"id": scalars, "title": scalars}), max_size=4)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "master": st.fixed_dictionaries(
+                {
+                    "tasks": st.lists(
+                        st.fixed_dictionaries(
+                            {"id": scalars, "title": scalars},
+                            optional={
+                                "dependencies": field_values,
+                                "status": scalars,
+                                "subtasks": st.lists(phase_like, max_size=3) | field_values,
+                            },
+                        ),
+                        min_size=1,
+                        max_size=4,
+                    )
+                }
+            )
+        }
+    ),
 )
 
 

@@ -35,7 +35,7 @@ import yaml
 # Imported before pytester snapshots sys.modules, so that the in-process runs below reuse these
 # modules instead of importing (and compiling) them again for every run: 0.04 s a run, not 0.3 s.
 from pytest_maestro import analysis, collect, orchestrator, session  # noqa: F401
-from pytest_maestro.plan import FORMAT_NAMES
+from pytest_maestro.plan import NOT_A_PLAN as NO_PHASES
 from pytest_maestro.plan.formats import READERS
 
 assert READERS  # every plan reader is imported
@@ -45,7 +45,6 @@ STATE_DIR = ".maestro"
 MAX_LINE = 500  # one clear line: a user reads it whole
 USAGE = int(pytest.ExitCode.USAGE_ERROR)
 ERROR_CODES = (int(pytest.ExitCode.INTERRUPTED), USAGE)  # a collection error, a usage error
-KNOWN_FORMATS = "(" + ", ".join(FORMAT_NAMES) + ")"
 
 Builder = Callable[[Path], None]  # writes the file at the path it is given, and what it needs
 
@@ -205,8 +204,8 @@ def _directory(path: Path) -> None:
 DIGITS = "1" * 5000  # past Python's limit on int() of a string (4300 digits)
 TASKS = "# Tasks\n\n"
 NOT_A_PLAN = (
-    "not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
-    "'schemaVersion' (design-v2), found "
+    "not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+    "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found "
 )
 BAD_ID = "invalid phase id*"
 
@@ -581,19 +580,19 @@ PLAN_CASES = [
         "superpowers-truncated-example",
         "plan.md",
         _truncated("superpowers-plan.md", 0.02),
-        "plan.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+        "plan.md: " + NO_PHASES,
     ),
     Case(
         "markdown-meeting-notes",
         "notes.md",
         "# Meeting notes\n\nWe talked about the weather.\n",
-        "notes.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+        "notes.md: " + NO_PHASES,
     ),
     Case(
         "markdown-unclosed-fence",
         "tasks.md",
         TASKS + "```\n### T001: a\n",
-        "tasks.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+        "tasks.md: " + NO_PHASES,
     ),
     Case(
         "markdown-binary",
@@ -605,7 +604,7 @@ PLAN_CASES = [
         "markdown-nul-bytes",
         "plan.md",
         "# Plan\x00\x00\n\x00\n",
-        "plan.md: no phases found: not a plan in any known format " + KNOWN_FORMATS,
+        "plan.md: " + NO_PHASES,
     ),
     Case("markdown-whitespace", "plan.md", "  \n\t\n\n", "plan.md: the plan is empty"),
     # --- design-v2 and Maestro phases JSON -------------------------------------------------------

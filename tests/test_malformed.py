@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_maestro.plan import FORMAT_NAMES, PlanError, load_plan, paused_gc
+from pytest_maestro.plan import NOT_A_PLAN, PlanError, load_plan, paused_gc
 from pytest_maestro.plan.validate import _may_be_absolute
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,28 +119,30 @@ CASES = [
         "yaml-scalar",
         "plan.yaml",
         "just a sentence, not a plan\n",
-        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
-        "'schemaVersion' (design-v2), found a string",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+        "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found a string",
     ),
     Case(
         "markdown-without-phases",
         "plan.md",
         "# Meeting notes\n\nWe talked about the weather.\n",
-        ": no phases found: not a plan in any known format (" + ", ".join(FORMAT_NAMES) + ")",
+        ": " + NOT_A_PLAN,
     ),
     Case(
         "other-json-schema",
         "package.json",
         _json({"name": "web", "version": "1.0.0", "scripts": {"test": "jest"}}),
-        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
-        "'schemaVersion' (design-v2), found a mapping with keys 'name', 'version', 'scripts'",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+        "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found a mapping "
+        "with keys 'name', 'version', 'scripts'",
     ),
     Case(
         "other-yaml-schema",
         "docker-compose.yml",
         "services:\n  web:\n    image: nginx\n",
-        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
-        "'schemaVersion' (design-v2), found a mapping with keys 'services'",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+        "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found a mapping "
+        "with keys 'services'",
     ),
     Case(
         "design-v2-schema-version-3",
@@ -221,8 +223,8 @@ CASES = [
         "json-list-of-strings",
         "plan.json",
         _json(["build", "test"]),
-        ": not a plan: expected a 'phases' list (native or Maestro phases JSON) or 'tasks' with "
-        "'schemaVersion' (design-v2), found a list",
+        ": not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+        "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found a list",
     ),
 ]
 

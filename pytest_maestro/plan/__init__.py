@@ -13,6 +13,7 @@ from .validate import validate
 
 __all__ = [
     "FORMAT_NAMES",
+    "NOT_A_PLAN",
     "Assumption",
     "Check",
     "Files",
@@ -26,28 +27,54 @@ __all__ = [
 ]
 
 
+# What a document that no reader claims is told: every format tried, and what each looks for.
+NOT_A_PLAN = "no phases found in any known format; tried " + ", ".join(
+    f"{reader.NAME} ({reader.EXPECTS})" for reader in READERS
+)
+
+
+def detected_format(source: Source) -> str | None:
+    """The name of the first format whose reader claims the plan, or None."""
+    return next((reader.NAME for reader in READERS if reader.detect(source)), None)
+
+
 def detect_format(source: Source) -> str:
     """The name of the first format whose reader claims the plan."""
-    for reader in READERS:
-        if reader.detect(source):
-            return reader.NAME
+    found = detected_format(source)
+    if found is not None:
+        return found
     if not source.text.strip():
         raise PlanError("the plan is empty", source.path)
-    raise PlanError(
-        "no phases found: not a plan in any known format (" + ", ".join(FORMAT_NAMES) + ")",
-        source.path,
-    )
+    raise PlanError(NOT_A_PLAN, source.path)
 
 
-def load_plan(path: Path | str, format: str | None = None) -> Plan:
-    """Read, detect the format of (unless ``format`` names it), and validate a plan.
+def load_plan(path: Path | str, format: str | None = None, tag: str | None = None) -> Plan:
+    """Read, detect the format of (unless ``format`` names it), and validate a plan. ``tag``:
+    the Taskmaster tag to read.
 
     Raises :class:`PlanError` with a one-line message for anything wrong with it.
     """
-    source = Source.read(Path(path))
+    source = Source.read(Path(path), tag)
     if format is not None and format not in BY_NAME:
         known = ", ".join(FORMAT_NAMES)
         raise PlanError(f"unknown plan format {format!r}; known: {known}", source.path)
     with paused_gc():
+        if format is not None:
+            _check_forced(source, format)
         plan = BY_NAME[format or detect_format(source)].read(source)
         return validate(plan)
+
+
+def _check_forced(source: Source, format: str) -> None:
+    """A format forced on a document that reads as another one is refused: its reader would
+    find phases where the document has none, and run side by side what the plan orders."""
+    reader = BY_NAME[format]
+    if reader.detect(source):
+        return
+    found = detected_format(source)
+    if found is not None:
+        raise PlanError(
+            f"not a {format} plan ({reader.EXPECTS}); it reads as {found}: "
+            "leave --maestro-format out",
+            source.path,
+        )

@@ -64,6 +64,7 @@ class Phase:
     model: str | None = None
     runtime: str | None = None  # beats the agent's and --maestro-runtime
     budget_usd: float | None = None  # dollars this phase may spend on its agent CLI
+    done: bool = False  # the plan marks it done: skipped, and completed for its dependents
 
 
 @dataclass(frozen=True)

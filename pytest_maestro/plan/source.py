@@ -1,6 +1,7 @@
 """A plan file's text, and the forms the readers parse it into, each computed once.
 
-BOM, CRLF and code fences are handled here for every reader.
+BOM, CRLF and the Markdown block structure (code fences, HTML comments, headings) are handled
+here for every reader.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,11 +16,12 @@ from typing import Any
 
 import yaml
 
+from .blocks import Blocks, ListItem, parse_blocks
+from .blocks import Line as Line  # re-exported: the readers name lines with it
 from .errors import PlanError
 from .front_matter import FrontMatter, split_front_matter
 from .yaml_loader import FastSafeLoader
 
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _HUGE_NUMBER = re.compile(r"\d{4000,}")
 
 
@@ -69,29 +70,6 @@ def read_text(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class Line:
-    number: int  # 1-based
-    text: str
-    in_fence: bool  # inside a fenced code block (fence lines included): text, never structure
-
-
-def markdown_lines(text: str) -> Iterator[Line]:
-    """Each line of a Markdown document, flagged when it belongs to a fenced code block."""
-    fence: str | None = None
-    for number, text_line in enumerate(text.split("\n"), start=1):
-        match = _FENCE.match(text_line)
-        if fence is None:
-            if match:
-                fence = match.group(1)
-            yield Line(number, text_line, match is not None)
-            continue
-        closes = match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
-        if closes and not text_line.strip().strip(fence[0]):
-            fence = None
-        yield Line(number, text_line, True)
-
-
-@dataclass(frozen=True)
 class DecodedJson:
     """The text as JSON: the data, or the error that says why it is not JSON."""
 
@@ -115,10 +93,11 @@ class Source:
 
     path: Path
     text: str
+    tag: str | None = None  # the Taskmaster tag to read (--maestro-tag)
 
     @classmethod
-    def read(cls, path: Path) -> Source:
-        return cls(path, read_text(path))
+    def read(cls, path: Path, tag: str | None = None) -> Source:
+        return cls(path, read_text(path), tag)
 
     @cached_property
     def normal_text(self) -> str:
@@ -127,9 +106,20 @@ class Source:
         return self.text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
     @cached_property
+    def blocks(self) -> Blocks:
+        """The Markdown block structure, parsed once (the frontmatter, if any, left out)."""
+        block = self.front_matter
+        return parse_blocks(self.normal_text, block.closing_line if block is not None else 0)
+
+    @property
     def lines(self) -> tuple[Line, ...]:
-        """The Markdown lines, fences marked."""
-        return tuple(markdown_lines(self.normal_text))
+        """The Markdown lines, each flagged: literal text (code, HTML), or a heading."""
+        return self.blocks.lines
+
+    @property
+    def list_items(self) -> tuple[ListItem, ...]:
+        """The Markdown list items, in document order, with their nesting."""
+        return self.blocks.items
 
     @cached_property
     def front_matter(self) -> FrontMatter | None:

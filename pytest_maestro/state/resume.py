@@ -17,7 +17,7 @@ from pytest_maestro.state.model import PhaseState, SessionDoc, Status, now
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
 _NOT_DEFINITION = frozenset(
-    {"name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd"}
+    {"name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd", "done"}
 )
 INTERRUPTED = "the run that started this phase ended before it finished"
 CHANGED = "the phase's definition, or one of its dependencies', changed"

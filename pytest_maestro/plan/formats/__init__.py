@@ -11,12 +11,26 @@ from typing import Protocol
 
 from ..model import Plan
 from ..source import Source
-from . import design_v2, maestro_json, maestro_md, native, steps, superpowers, tasklist
+from . import (
+    design_v2,
+    maestro_json,
+    maestro_md,
+    native,
+    numbered,
+    speckit,
+    steps,
+    superpowers,
+    tasklist,
+    taskmaster,
+)
 
 
 class Reader(Protocol):
     @property
     def NAME(self) -> str: ...
+
+    @property
+    def EXPECTS(self) -> str: ...  # what detection looks for, as users read it
 
     def detect(self, source: Source) -> bool: ...
 
@@ -29,11 +43,14 @@ class Reader(Protocol):
 READERS: tuple[Reader, ...] = (
     design_v2,
     maestro_json,
+    taskmaster,
     native,
     maestro_md,
     tasklist,
     steps,
     superpowers,
+    speckit,
+    numbered,
 )
 BY_NAME: dict[str, Reader] = {reader.NAME: reader for reader in READERS}
 # The names as users see them listed (--maestro-format's choices, errors): this project's own

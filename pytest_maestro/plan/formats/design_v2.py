@@ -22,6 +22,7 @@ from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import Document, describe, parse_json
 
 NAME = "design-v2"
+EXPECTS = "JSON 'schemaVersion'"
 SCHEMA_VERSION = 2
 
 _TEXT = {"type": ["string", "null"]}

@@ -34,6 +34,7 @@ from ._schema_errors import Items, SchemaValidator, raise_first_error
 from ._structured import DataPath, Document, id_text, parse_json, raw_phase_id
 
 NAME = "maestro-json"
+EXPECTS = "JSON Maestro phases"
 
 MAESTRO_REQUIRED_FIELDS = frozenset({"id", "name", "agent", "parallel", "blocked_by"})
 MAESTRO_ONLY_PHASE_FIELDS = frozenset(

@@ -1,6 +1,7 @@
 """Maestro implementation plans (Markdown): ``## Phase N: name`` sections with ``###`` parts.
 
-Recognised parts of a phase: ``### Agent: name``, ``### Parallel: Yes|No``, ``### Files to
+Recognised parts of a phase: ``### Agent: name`` (``### Agent: coder, tester``: the first runs
+the phase, the others are named in its prompt), ``### Parallel: Yes|No``, ``### Files to
 Create|Modify|Delete`` (bullets with backticked paths), ``### Validation`` (a bullet's first
 backticked span, or each line of a shell code block, is a command; other bullets stay prose
 criteria), ``### Dependencies`` (``- Blocked by: 1, 2``, ``None`` or ``Phase 1, Phase 2``). Every
@@ -22,6 +23,7 @@ from ..source import Line, Source
 from . import markdown as md
 
 NAME = "maestro-md"
+EXPECTS = "## Phase N, ### Agent"
 
 _PHASE = re.compile(r"^Phase\s+(\d+(?:\.\d+)*[a-z]?)(?:\s*[:.\u2014\u2013-]\s*(.*)|\s*)$", re.I)
 _PART = re.compile(r"^([^:]+?)\s*(?::\s*(.*))?$")
@@ -80,13 +82,13 @@ def _read_phase(lines: Sequence[Line], start: md.Heading, path: Path) -> Phase:
     files: dict[str, list[str]] = {"create": [], "modify": [], "delete": []}
     acceptance: list[Check] = []
     blocked_by: list[str] = []
-    agent: str | None = None
+    agents: list[str] = []
     parallel = True
     described: list[str] = []
     for part in parts:
         body = (part.heading_index + 1, part.end)
         if part.key in ("agent", "agents"):
-            agent = md.filled_in(part.value or md.text_of(lines, *body))
+            agents = _agents(part.value or md.text_of(lines, *body))
         elif part.key == "parallel":
             parallel = _parallel(part.value or md.text_of(lines, *body), path, line, phase_id)
         elif part.key.startswith("files to ") and part.key[9:] in files:
@@ -103,7 +105,8 @@ def _read_phase(lines: Sequence[Line], start: md.Heading, path: Path) -> Phase:
         id=phase_id,
         name=name if name and not md.is_placeholder(name) else f"Phase {phase_id}",
         line=line,
-        agent=agent,
+        agent=agents[0] if agents else None,
+        constraints=_team(agents),
         blocked_by=tuple(dict.fromkeys(blocked_by)),
         files=Files(tuple(files["create"]), tuple(files["modify"]), tuple(files["delete"])),
         acceptance=tuple(acceptance),
@@ -121,6 +124,19 @@ def _parts(lines: Sequence[Line], start: int, end: int) -> list[_Part]:
         part_end = found[position + 1].index if position + 1 < len(found) else end
         parts.append(_Part(" ".join(key.lower().split()), value.strip(), part.index, part_end))
     return parts
+
+
+def _agents(value: str) -> list[str]:
+    """``coder, tester`` (or ``coder and tester``): every agent named, in order."""
+    names = (md.filled_in(name) for name in re.split(r",|;|\band\b|&", value))
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def _team(agents: list[str]) -> tuple[str, ...]:
+    """The first agent runs the phase; the others are named in its prompt."""
+    if len(agents) < 2:
+        return ()
+    return (f"This phase is shared with {', '.join(agents[1:])}: leave their part to them.",)
 
 
 def _ordered(described: list[str]) -> list[str]:
@@ -187,7 +203,7 @@ def _dependencies(lines: Sequence[Line], part: _Part, path: Path, phase_id: str)
     heading_line = lines[part.heading_index]
     values = [(part.value, heading_line.number)] if part.value else []
     for line in lines[part.heading_index + 1 : part.end]:
-        match = None if line.in_fence else _BLOCKED_BY.match(line.text)
+        match = None if line.literal else _BLOCKED_BY.match(line.text)
         if match:
             values.append((match.group(1), line.number))
     found = []

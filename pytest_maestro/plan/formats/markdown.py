@@ -1,7 +1,8 @@
 """Markdown parsing shared by the Markdown plan readers.
 
-Everything here works on :class:`~pytest_maestro.plan.source.Line` values, so a line inside a
-fenced code block is never taken for a heading, a field or a list item.
+Everything here works on :class:`~pytest_maestro.plan.source.Line` values, which the CommonMark
+parser has flagged, so a line inside a code block or an HTML comment is never taken for a
+heading, a field or a list item.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from ..front_matter import FrontMatterError, load_yaml
 from ..source import Line, Source
 
 # Linear-time patterns only: a plan is untrusted text, and a pattern that backtracks turns one
-# long line (100,000 spaces, or backticks) into minutes. The closing #s of a heading and the
-# pairing of backtick runs are worked out in code instead.
-_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")
+# long line (100,000 spaces, or backticks) into minutes. The pairing of backtick runs is worked
+# out in code instead.
 _BACKTICKS = re.compile(r"`+")
 _LINE_RANGE = re.compile(r"(?::\d+(?:-\d+)?|#L\d+(?:-L?\d+)?)$")
 _FIELD = re.compile(
@@ -70,17 +70,9 @@ class Item:
 
 
 def heading(line: Line) -> tuple[int, str] | None:
-    """``(level, text)`` when the line is an ATX heading outside a code fence."""
-    if line.in_fence:
-        return None
-    match = _HEADING.match(line.text)
-    if not match:
-        return None
-    text = line.text[match.end() :].rstrip(" \t")
-    closed = text.rstrip("#")
-    if closed != text and (not closed or closed[-1] in " \t"):  # an optional closing ###
-        text = closed
-    return len(match.group(1)), text.strip()
+    """``(level, text)`` when an ATX or setext heading starts at the line (never in code or an
+    HTML block: the parser decided)."""
+    return line.heading
 
 
 def headings(lines: Sequence[Line], start: int = 0, end: int | None = None) -> list[Heading]:
@@ -209,7 +201,7 @@ def field(line: Line) -> tuple[str, str] | None:
 
     The label is lower-cased with single spaces; a list marker or checkbox before it is allowed.
     """
-    return None if line.in_fence else parse_field(line.text)
+    return None if line.literal else parse_field(line.text)
 
 
 def parse_field(text: str) -> tuple[str, str] | None:
@@ -223,7 +215,7 @@ def parse_field(text: str) -> tuple[str, str] | None:
 
 def list_item(line: Line) -> tuple[int, str] | None:
     """``(indent, text)`` for a list item (bullet, number or checkbox) outside a code fence."""
-    if line.in_fence:
+    if line.literal:
         return None
     match = _LIST_ITEM.match(line.text.expandtabs(4))
     if not match:

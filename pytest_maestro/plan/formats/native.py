@@ -33,10 +33,11 @@ from ._structured import (
 )
 
 NAME = "native"
+EXPECTS = "YAML/JSON 'phases' list"
 
 NOT_A_PLAN = (
-    "not a plan: expected a 'phases' list (native or Maestro phases JSON) "
-    "or 'tasks' with 'schemaVersion' (design-v2), found {found}"
+    "not a plan: expected a 'phases' list (native or Maestro phases JSON), 'tasks' with "
+    "'schemaVersion' (design-v2) or 'tasks' with 'title' (taskmaster), found {found}"
 )
 
 _MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".txt"})

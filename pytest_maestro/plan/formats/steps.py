@@ -9,6 +9,8 @@ parallel-handoff protocol treats it). Ids: ``**Step 3**`` is ``step-3`` (``step-
 ``### Phase 2`` when the numbering restarts in each group); ``**2/3**`` is ``2.3`` (``/`` would
 be legal in a pytest node id but reads like a path in ``-k`` and ``--deselect``).
 The heading above a step (``### Section 2: Core Logic``) becomes its tag (``section-2``).
+A step may also be a heading, ``### Step 3: action``, with the same fields as bold lines below
+it, in a plan where some step has a ``**Depends**`` line.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from . import markdown as md
 from .superpowers import has_task_headings
 
 NAME = "steps"
+EXPECTS = "**Step N** items, ### Step N:"
 
 _STEP = re.compile(r"^\*\*(?:Step\s+(\d[\w.]*)|(\d[\w.]*/\d[\w.]*))\s*:?\*\*\s*:?\s*(.*)$", re.I)
+_STEP_HEADING = re.compile(r"^Step\s+(\d[\w.]*)\s*(?:[:.\u2014\u2013-]\s*(.*))?$", re.I)
 _DEP_TOKEN = re.compile(r"\d[\w.]*/\d[\w.]*|\d[\w.]*")
 _CREATES = re.compile(r"^\W*(?:create|add new|scaffold)\b", re.I)
 _NEW_MARK = re.compile(r"`\s*\((?:new|create[sd]?)\)", re.I)  # closes "`path` (new)"
@@ -41,21 +45,30 @@ class _Step:
 
 
 def detect(source: Source) -> bool:
-    """A ``**Step N**`` or ``**N/M**`` list item, in a document without ``### Task N`` headings."""
-    if "**" not in source.text:
+    """A ``**Step N**`` or ``**N/M**`` list item, or a ``### Step N:`` heading, in a document
+    without ``### Task N`` headings."""
+    if "**" not in source.text and "Step" not in source.text:
         return False
     lines = source.lines
-    found = any(_step_match(line) for line in lines)
+    found = any(_step_match(line) for line in lines) or _heading_steps(lines)
     return found and not has_task_headings(lines)
 
 
 def read(source: Source) -> Plan:
     lines, path = source.lines, source.path
-    starts = [index for index, line in enumerate(lines) if _step_match(line)]
+    headed = _heading_steps(lines)
+    starts = [
+        index
+        for index, line in enumerate(lines)
+        if (headed and _heading_step(line)) or _step_match(line)
+    ]
     all_headings = md.headings(lines)
     heading_lines = [h.index for h in all_headings]
+    parents = _parent_headings(all_headings)
     steps = [
-        _read_step(lines, index, _heading_above(all_headings, heading_lines, index))
+        _read_step(
+            lines, index, parents.get(index) or _heading_above(all_headings, heading_lines, index)
+        )
         for index in starts
     ]
     steps, qualifiers = _qualified(steps)
@@ -121,13 +134,21 @@ def _heading_above(
 
 
 def _read_step(lines: Sequence[Line], index: int, group: md.Heading | None) -> _Step:
-    match = _step_match(lines[index])
-    assert match is not None  # guaranteed by the caller's filter
-    label = match.group(1) or match.group(2)
-    action = match.group(3).strip()
-    indent = md.indent_of(lines[index])
-    end = _block_end(lines, index, indent)
-    fields = _fields(lines, index + 1, end, indent)
+    heading = _heading_step(lines[index])
+    if heading is not None:  # ### Step N: action, its fields on the lines below
+        label, action = heading.group(1), (heading.group(2) or "").strip()
+        title = lines[index].heading
+        level = title[0] if title else 6
+        end = md.section_end(lines, index, level)
+        fields = _heading_fields(lines, index + 1, end)
+    else:
+        match = _step_match(lines[index])
+        assert match is not None  # guaranteed by the caller's filter
+        label = match.group(1) or match.group(2)
+        action = match.group(3).strip()
+        indent = md.indent_of(lines[index])
+        end = _block_end(lines, index, indent)
+        fields = _fields(lines, index + 1, end, indent)
     tag = md.group_tag(group.text) if group else None
     depends = fields.get("depends", fields.get("depends on", "")).strip()
     phase = Phase(
@@ -141,6 +162,50 @@ def _read_step(lines: Sequence[Line], index: int, group: md.Heading | None) -> _
         tags=(tag,) if tag else (),
     )
     return _Step(phase, depends or None)
+
+
+def _parent_headings(all_headings: Sequence[md.Heading]) -> dict[int, md.Heading]:
+    """For each heading (by line index), the nearest heading above it of a lower level."""
+    parents: dict[int, md.Heading] = {}
+    stack: list[md.Heading] = []
+    for found in all_headings:
+        while stack and stack[-1].level >= found.level:
+            stack.pop()
+        if stack:
+            parents[found.index] = stack[-1]
+        stack.append(found)
+    return parents
+
+
+def _heading_steps(lines: Sequence[Line]) -> bool:
+    """``### Step N:`` headings are steps of a plan when some step names its dependencies (a
+    skill's instructions are written as steps too, and depend on nothing)."""
+    return any(_heading_step(line) for line in lines) and any(
+        (field := md.field(line)) is not None and field[0] in ("depends", "depends on")
+        for line in lines
+    )
+
+
+def _heading_step(line: Line) -> re.Match[str] | None:
+    return _STEP_HEADING.match(line.heading[1]) if line.heading else None
+
+
+def _heading_fields(lines: Sequence[Line], start: int, end: int) -> dict[str, str]:
+    """Bold fields on their own lines below a step heading, with the bullets that follow each
+    (the first occurrence of a field wins)."""
+    fields: dict[str, str] = {}
+    label: str | None = None
+    for line in lines[start:end]:
+        parsed = md.field(line)
+        if parsed is not None:
+            label = parsed[0] if parsed[0] not in fields else None
+            if label is not None:
+                fields[label] = parsed[1]
+        elif label is not None and md.list_item(line):
+            fields[label] = (fields[label] + "\n" + line.text.strip()).strip()
+        elif line.text.strip():
+            label = None
+    return fields
 
 
 def _block_end(lines: Sequence[Line], index: int, indent: int) -> int:

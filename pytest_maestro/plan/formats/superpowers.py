@@ -26,6 +26,7 @@ from ..source import Line, Source
 from . import markdown as md
 
 NAME = "superpowers"
+EXPECTS = "### Task N: headings"
 
 _TASK = re.compile(r"^Task\s+(\d+(?:\.\d+)*[a-z]?)\s*(?:[:.\u2014\u2013-]\s*(.*))?$", re.I)
 _FILE_ROLE = re.compile(r"^(\w+)\s*:\s*(.*)$", re.S)
@@ -189,7 +190,7 @@ def _checks(lines: Sequence[Line], start: int, end: int) -> tuple[Check, ...]:
     """``Run:`` commands whose ``Expected:`` says they pass, each command once."""
     checks: dict[str, Check] = {}
     for index in range(start, end):
-        match = None if lines[index].in_fence else _RUN.match(lines[index].text)
+        match = None if lines[index].literal else _RUN.match(lines[index].text)
         if match is None:
             continue
         command = _command(lines, index, end, match.group(1))
@@ -231,7 +232,7 @@ def _expected(lines: Sequence[Line], start: int, end: int) -> str | None:
     only_runs = True  # nothing but blank lines and other Run: lines since this one
     for index in range(start, end):
         line = lines[index]
-        if line.in_fence:
+        if line.literal:
             continue
         if _RUN.match(line.text) and only_runs:
             continue

@@ -23,6 +23,7 @@ from ..source import Line, Source
 from . import markdown as md
 
 NAME = "tasklist"
+EXPECTS = "### T001: headings"
 
 _TASK = re.compile(r"^(T\d+(?:\.\d+)?)\s*(?:[:.\u2014\u2013-]\s*(.*))?$")
 _DEP_ID = re.compile(r"\bT\d+(?:\.\d+)?\b")
