@@ -270,7 +270,7 @@ class Workspace:
         tree = tree or self.snapshot()
         if tree == rev(iso.top, self.start + "^{tree}"):
             return None
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+        stamp = _stamp()
         stem = file_stem(self.phase_id)
         title = f"{self.phase_id}: {name}" if name else self.phase_id
         message = f"{title}\n\nKept by pytest-maestro: {why}.\n\nPhase: {self.phase_id}\n"
@@ -284,8 +284,27 @@ class Workspace:
         )
         return f"its work is kept as {ref} and {shown(patch, Path.cwd())}"
 
+    def unstash(self) -> list[str]:
+        """git shares the stash among worktrees: entries an agent stashed here (made on top of
+        this worktree's start) are taken off the user's stash list, kept under refs/maestro/."""
+        iso = self.isolation
+        stem = ref_part(file_stem(self.phase_id))
+        kept: list[str] = []
+        while (top := rev(iso.top, "refs/stash")) is not None:
+            try:
+                run_git(iso.top, "merge-base", "--is-ancestor", self.start, top + "^1")
+            except GitError:
+                break  # the user's own entry: left alone
+            ref = f"{iso.refs}/kept/{stem}-stash-{len(kept)}-{_stamp()}"
+            set_ref(iso.top, ref, top)
+            run_git(iso.top, "stash", "drop", "--quiet")
+            kept.append(ref)
+        return kept
+
     def remove(self) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
+        with contextlib.suppress(GitError):
+            self.unstash()
         admin = None
         with contextlib.suppress(GitError, OSError):
             admin = self._admin()
@@ -310,6 +329,10 @@ class Workspace:
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""
         return Path(git_text(self.path, "rev-parse", "--absolute-git-dir"))
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
 
 
 @contextlib.contextmanager
