@@ -123,7 +123,8 @@ def _combine(
         else:
             clean = _merge_text(top, path, base, theirs, mine)
             if clean is None:
-                conflicts.append(f"{path} conflicts with phase {_who(space, merged, path)}")
+                who = _who(space, merged, path, base, mine)
+                conflicts.append(f"{path} conflicts with {who}")
             else:
                 new[path] = clean
     return new, conflicts
@@ -155,16 +156,26 @@ def _merge_text(
     return (mine[0], hash_bytes(top, done.stdout))
 
 
-def _who(space: Workspace, merged: str, path: str) -> str:
-    """The phase whose merged result changed ``path`` since ``space`` started."""
+def _who(space: Workspace, merged: str, path: str, base: Entry | None, mine: Entry | None) -> str:
+    """The phase whose merged result ``path``'s change cannot be merged with: of the results
+    merged since ``space`` started, the first one that alone would conflict."""
+    top = space.isolation.top
     log = git_text(
-        space.isolation.top, "log", "--format=%B%x00", f"{space.start}..{merged}", "--", path
+        top, "log", "--reverse", "--format=%H%n%B%x1e", f"{space.start}..{merged}", "--", path
     )
-    for message in log.split("\0"):
-        for line in message.splitlines():
-            if line.startswith("Phase: "):
-                return repr(line[len("Phase: ") :])
-    return "merged before it"
+    last = None
+    for record in filter(None, (r.strip() for r in log.split("\x1e"))):
+        commit, *body = record.splitlines()
+        phase = next((line[7:] for line in body if line.startswith("Phase: ")), None)
+        last = phase or last
+        theirs = entries(top, commit, [path]).get(path)
+        if theirs != mine and _merge_text(top, path, base, theirs, mine) is None:
+            return _named(phase)
+    return _named(last)
+
+
+def _named(phase: str | None) -> str:
+    return f"phase {phase!r}" if phase else "a phase merged since it started"
 
 
 def _user_edits(top: Path, paths: list[str], current: dict[str, Entry]) -> list[str]:

@@ -1,0 +1,122 @@
+"""Worktrees and merge-back on real repositories, driven directly: phases that ran side by side
+from the same start, what each may bring back, and who a conflict is with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_maestro.files import FileSnapshot
+from pytest_maestro.isolate import Isolation, IsolationError, Workspace
+from pytest_maestro.merge import merge_back, scope
+from pytest_maestro.plan import Files, Phase
+
+from .test_isolate import git, init_repo, user_state, worktrees
+
+LINES = "".join(f"line {n}\n" for n in range(1, 11))
+
+
+@pytest.fixture
+def iso(tmp_path: Path) -> Isolation:
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_repo(root)
+    (root / "lines.txt").write_text(LINES)
+    (root / ".maestro").mkdir()
+    (root / ".maestro" / ".gitignore").write_text("*\n")
+    isolation = Isolation.for_root(root, root / ".maestro", "plan-0000000a")
+    assert isolation.start() == []
+    return isolation
+
+
+def merge(iso: Isolation, space_phase: tuple[Workspace, Phase]) -> str | None:
+    """Merge a phase's worktree back; why it was refused, or None."""
+    space, phase = space_phase
+    pre = iso.state_dir / "preimages" / f"{phase.id}.tar"
+    replaced = iso.state_dir / "replaced" / phase.id
+    return merge_back(space, phase, space.snapshot(), pre, replaced).refused
+
+
+def test_phases_started_together_merge_line_by_line_or_name_each_other(iso: Isolation) -> None:
+    top = Phase("top", "Edit the top", files=Files(modify=("lines.txt",)))
+    bottom = Phase("bottom", "Edit the bottom", files=Files(modify=("lines.txt",)))
+    clash = Phase("clash", "Edit the top too", files=Files(modify=("lines.txt",)))
+    spaces = {p.id: (iso.open(p.id), p) for p in (top, bottom, clash)}
+    for pid, old, new in (
+        ("top", "line 1\n", "line 1 by top\n"),
+        ("bottom", "line 10\n", "line 10 by bottom\n"),
+        ("clash", "line 1\n", "line 1 by clash\n"),
+    ):
+        target = spaces[pid][0].root / "lines.txt"
+        target.write_text(target.read_text().replace(old, new))
+    before = user_state(iso.root)
+    assert merge(iso, spaces["top"]) is None
+    assert merge(iso, spaces["bottom"]) is None  # both changed the file: lines apart merge
+    assert merge(iso, spaces["clash"]) == "lines.txt conflicts with phase 'top'"
+    want = LINES.replace("line 1\n", "line 1 by top\n").replace("line 10\n", "line 10 by bottom\n")
+    assert (iso.root / "lines.txt").read_text() == want
+    assert user_state(iso.root) == before  # branch, index, other edits: as they were
+    # The next phase starts from both results.
+    later = iso.open("later")
+    assert (later.root / "lines.txt").read_text() == want
+    for space, _ in spaces.values():
+        space.remove()
+    later.remove()
+    assert worktrees(iso.root) == [str(iso.root)]
+
+
+def test_only_declared_paths_come_back_and_a_format_without_files_brings_all() -> None:
+    declared = Phase("d", "d", files=Files(create=("src/new.py",), modify=("docs",)))
+    changed = ["sub/src/new.py", "sub/docs/a.md", "sub/other.txt", "elsewhere.txt"]
+    assert scope(declared, changed, "sub/") == (
+        ["sub/src/new.py", "sub/docs/a.md"],
+        ["other.txt", "elsewhere.txt"],
+    )
+    undeclared = Phase("u", "u")
+    assert scope(undeclared, changed, "sub/") == (changed[:3], ["elsewhere.txt"])
+    reader = Phase("r", "r", reads=("docs",))  # declares files, writes none
+    assert scope(reader, ["sub/docs/a.md"], "sub/") == ([], ["docs/a.md"])
+
+
+def test_a_merge_saves_pre_images_a_killed_run_puts_back(iso: Isolation) -> None:
+    phase = Phase("p", "p", files=Files(modify=("app.txt",)))
+    space = iso.open("p")
+    (space.root / "app.txt").write_text("by the phase\n")
+    users = (iso.root / "app.txt").read_text()
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "by the phase\n"
+    saved = FileSnapshot.load(iso.root, iso.state_dir / "preimages" / "p.tar")
+    assert saved is not None and saved.contents == (("app.txt", users.encode()),)
+    space.remove()
+
+
+def test_a_project_root_below_the_top_of_the_repository(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    root = tmp_path / "pkg"
+    (root / ".maestro").mkdir(parents=True)
+    (root / ".maestro" / ".gitignore").write_text("*\n")
+    (root / "mod.txt").write_text("untracked module\n")
+    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000b")
+    iso.start()
+    space = iso.open("p")
+    assert space.root == space.path / "pkg"
+    assert (space.root / "mod.txt").read_text() == "untracked module\n"
+    (space.root / "mod.txt").write_text("changed\n")
+    (space.path / "app.txt").write_text("outside the root\n")
+    phase = Phase("p", "p", files=Files(modify=("mod.txt",)))
+    assert merge(iso, (space, phase)) == ("changed files outside its declared ones: app.txt")
+    (space.path / "app.txt").write_text((tmp_path / "app.txt").read_text())
+    assert merge(iso, (space, phase)) is None
+    assert (root / "mod.txt").read_text() == "changed\n"
+    space.remove()
+    assert iso.finish() == []
+    assert git(tmp_path, "for-each-ref", "refs/maestro/") == ""
+
+
+def test_opening_without_a_base_is_one_line(iso: Isolation) -> None:
+    iso.finish()
+    with pytest.raises(
+        IsolationError, match=r"^the run's base \(refs/maestro/.*/merged\) is missing$"
+    ):
+        iso.open("p")
