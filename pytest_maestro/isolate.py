@@ -36,6 +36,16 @@ from .git import (
     snapshot_tree,
 )
 
+# What git keeps in a worktree's own directory while an operation is under way.
+UNDER_WAY = (
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_LOG",
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+)
 LOCK_TIMEOUT = 300.0  # seconds to wait for another process's worktree creation or merge
 ADD_TRIES = 3
 
@@ -54,6 +64,7 @@ class Isolation:
     root: Path  # the project root, in the user's work tree
     top: Path  # the top of the user's work tree
     prefix: str  # the root from the top: "" or "sub/dir/"
+    common: Path  # the repository's git directory, shared by its worktrees
     state_dir: Path
     session: str
     include: tuple[str, ...] = ()  # untracked files each worktree gets a copy of
@@ -65,6 +76,7 @@ class Isolation:
         try:
             top = Path(git_text(root, "rev-parse", "--show-toplevel")).resolve()
             prefix = git_text(root, "rev-parse", "--show-prefix")
+            common = Path(git_text(root, "rev-parse", "--path-format=absolute", "--git-common-dir"))
         except GitError:
             raise IsolationError(
                 f"--maestro-isolate=worktree needs a git work tree, and the project root {root} "
@@ -75,7 +87,7 @@ class Isolation:
                 raise IsolationError(
                     f"isolate_include: {pattern!r} must be a path inside the project root"
                 )
-        return cls(root, top, prefix, state_dir, session, include)
+        return cls(root, top, prefix, common.resolve(), state_dir, session, include)
 
     # -- names -----------------------------------------------------------------------------------
 
@@ -137,6 +149,13 @@ class Isolation:
             self.worktrees.rmdir()
         return notes
 
+    def close(self) -> None:
+        """At the end of this process's part of the run: its worktree goes."""
+        slot = self.slot()
+        space = Workspace.load(self, slot.with_name(slot.name + ".json"))
+        if space is not None and not space.phase_id:
+            space.remove()
+
     def salvage(self, why: str) -> list[str]:
         """Keep the work of every worktree of this session still on disk, then remove them."""
         if not self.worktrees.is_dir():
@@ -148,10 +167,11 @@ class Isolation:
                 if space is None:
                     marker.unlink(missing_ok=True)
                     continue
-                with contextlib.suppress(GitError, OSError):
-                    line = space.keep(why)
-                    if line:
-                        notes.append(f"phase {space.phase_id!r}: {line}")
+                if space.phase_id:  # a phase was running in it
+                    with contextlib.suppress(GitError, OSError):
+                        line = space.keep(why)
+                        if line:
+                            notes.append(f"phase {space.phase_id!r}: {line}")
                 space.remove()
             for stray in self.worktrees.iterdir():
                 if stray.is_dir():
@@ -162,29 +182,48 @@ class Isolation:
 
     # -- one phase -------------------------------------------------------------------------------
 
-    def open(self, phase_id: str) -> Workspace:
+    def slot(self, name: str | None = None) -> Path:
+        """This process's worktree (or its one of that name). Its phases run one after
+        another, each from a fresh state: reusing it writes only the files that differ, where a
+        new one writes them all."""
+        return self.worktrees / (name or f"w{os.getpid()}")
+
+    def open(self, phase_id: str, slot: str | None = None) -> Workspace:
         """A worktree for the phase, detached at the merged results so far, checked."""
         start = rev(self.top, self.merged_ref)
         if start is None:
             raise IsolationError(f"the run's base ({self.merged_ref}) is missing")
-        path = self.worktrees / file_stem(phase_id)
-        space = Workspace(self, phase_id, path, start)
-        with held(self.lock("create")):
-            if space.marker.exists() or path.exists():  # left by a crashed worker of this run
-                with contextlib.suppress(GitError, OSError):
-                    space.keep("its worker crashed")
-                space.remove()
-            self.worktrees.mkdir(parents=True, exist_ok=True)
-            space.marker.write_text(json.dumps({"phase": phase_id, "start": start}))
-            self._add(path, start)
+        space = Workspace(self, phase_id, self.slot(slot), start)
+        left = Workspace.load(self, space.marker)
+        if left is not None and left.phase_id:  # a phase of this process never ended
+            with contextlib.suppress(GitError, OSError):
+                left.keep("its phase never ended")
+        self.worktrees.mkdir(parents=True, exist_ok=True)
+        space.mark(phase_id)  # before git makes anything: a killed run finds it
         try:
-            run_git(path, "reset", "--hard", "--quiet")  # the checkout, outside the lock
+            try:
+                self._prepare(space, fresh=left is None)
+            except (GitError, IsolationError):  # whatever a phase did to it: start again
+                self._prepare(space, fresh=True)
             space.verify()
             self._copy_includes(space.root)
         except (GitError, OSError, IsolationError) as exc:
             space.remove()
-            raise IsolationError(f"worktree {path}: {exc}") from None
+            raise IsolationError(f"worktree {space.path}: {exc}") from None
         return space
+
+    def _prepare(self, space: Workspace, fresh: bool) -> None:
+        """The worktree at the phase's start: made (``fresh``), or the one this process used
+        before, detached at the start and cleaned of everything git does not track."""
+        path = space.path
+        if fresh or not (path / ".git").is_file() or space.busy():
+            space.remove(keep_marker=True)
+            with held(self.lock("create")):
+                self._add(path, space.start)
+        else:
+            run_git(path, "update-ref", "--no-deref", "HEAD", space.start)
+            run_git(path, "clean", "-ffdxq")
+        run_git(path, "reset", "--hard", "--quiet")  # writes only files that differ
 
     def _add(self, path: Path, start: str) -> None:
         """``git worktree add``, retried after a prune: a stale entry or a lock another git
@@ -229,13 +268,33 @@ class Workspace:
     def load(cls, isolation: Isolation, marker: Path) -> Workspace | None:
         try:
             data = json.loads(marker.read_text())
-            return cls(isolation, str(data["phase"]), marker.with_suffix(""), str(data["start"]))
+            phase = str(data["phase"] or "")  # none: idle, between two phases
+            return cls(isolation, phase, marker.with_suffix(""), str(data["start"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     @property
     def marker(self) -> Path:
+        """Which phase runs in the worktree and from which commit: a killed run's next run
+        reads it to keep that phase's work."""
         return self.path.with_name(self.path.name + ".json")
+
+    def mark(self, phase_id: str | None) -> None:
+        self.marker.write_text(json.dumps({"phase": phase_id, "start": self.start}))
+
+    def release(self) -> None:
+        """The phase is over: what it stashed leaves the user's stash list, and the worktree
+        waits for the next phase of this process."""
+        with contextlib.suppress(GitError):
+            self.unstash()
+        self.mark(None)
+
+    def busy(self) -> bool:
+        """A merge, rebase, cherry-pick or bisect a phase left under way in the worktree."""
+        with contextlib.suppress(GitError):
+            admin = self._admin()
+            return any((admin / name).exists() for name in UNDER_WAY)
+        return True
 
     @property
     def root(self) -> Path:
@@ -301,30 +360,18 @@ class Workspace:
             kept.append(ref)
         return kept
 
-    def remove(self) -> None:
+    def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
         with contextlib.suppress(GitError):
             self.unstash()
         admin = None
         with contextlib.suppress(GitError, OSError):
-            admin = self._admin()
+            admin = self._admin().resolve()
         _rmtree(self.path)
-        common = self.isolation.top / ".git" / "worktrees"
-        with contextlib.suppress(GitError):
-            common = (
-                Path(
-                    git_text(
-                        self.isolation.top,
-                        "rev-parse",
-                        "--path-format=absolute",
-                        "--git-common-dir",
-                    )
-                )
-                / "worktrees"
-            )
-        if admin is not None and admin.resolve().parent == common.resolve():
+        if admin is not None and admin.parent == self.isolation.common / "worktrees":
             _rmtree(admin)
-        self.marker.unlink(missing_ok=True)
+        if not keep_marker:
+            self.marker.unlink(missing_ok=True)
 
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""

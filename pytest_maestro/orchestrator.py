@@ -107,9 +107,11 @@ class Orchestrator:
         )
 
     def close_state(self) -> None:
-        if self.isolation is not None and self.recorder is not None:
+        if self.isolation is not None:
             try:
-                self.notes += self.isolation.finish()
+                self.isolation.close()  # this process's worktree
+                if self.recorder is not None:
+                    self.notes += self.isolation.finish()  # and any a crashed worker left
             except (IsolationError, OSError) as exc:
                 self.notes.append(f"worktrees not cleaned up: {exc}")
         if self.recorder is not None:

@@ -218,7 +218,7 @@ class PhaseRunner:
                     out.write_line(f"--- {kept}")
             raise
         finally:
-            space.remove()
+            space.release()
 
     def _bring_back(
         self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog

@@ -341,7 +341,7 @@ def test_a_killed_run_s_worktrees_are_kept_and_pruned_by_the_next_run(
     )
     try:
         deadline = time.monotonic() + 60
-        while not list(tmp_path.glob(".maestro/worktrees/*/slow/out.txt")):
+        while not list(tmp_path.glob(".maestro/worktrees/*/w*/out.txt")):
             assert time.monotonic() < deadline and run.poll() is None, "the phase never started"
             time.sleep(0.05)
         os.killpg(run.pid, signal.SIGKILL)

@@ -42,7 +42,7 @@ def test_phases_started_together_merge_line_by_line_or_name_each_other(iso: Isol
     top = Phase("top", "Edit the top", files=Files(modify=("lines.txt",)))
     bottom = Phase("bottom", "Edit the bottom", files=Files(modify=("lines.txt",)))
     clash = Phase("clash", "Edit the top too", files=Files(modify=("lines.txt",)))
-    spaces = {p.id: (iso.open(p.id), p) for p in (top, bottom, clash)}
+    spaces = {p.id: (iso.open(p.id, slot=p.id), p) for p in (top, bottom, clash)}
     for pid, old, new in (
         ("top", "line 1\n", "line 1 by top\n"),
         ("bottom", "line 10\n", "line 10 by bottom\n"),
@@ -57,12 +57,15 @@ def test_phases_started_together_merge_line_by_line_or_name_each_other(iso: Isol
     want = LINES.replace("line 1\n", "line 1 by top\n").replace("line 10\n", "line 10 by bottom\n")
     assert (iso.root / "lines.txt").read_text() == want
     assert user_state(iso.root) == before  # branch, index, other edits: as they were
-    # The next phase starts from both results.
-    later = iso.open("later")
-    assert (later.root / "lines.txt").read_text() == want
+    (spaces["top"][0].root / "junk.txt").write_text("left behind\n")
     for space, _ in spaces.values():
-        space.remove()
-    later.remove()
+        space.release()
+    # The next phase starts from both results, in a worktree used before: cleaned, moved on.
+    later = iso.open("later", slot="top")
+    assert (later.root / "lines.txt").read_text() == want
+    assert not (later.root / "junk.txt").exists()
+    later.release()
+    assert iso.finish() == []
     assert worktrees(iso.root) == [str(iso.root)]
 
 
