@@ -3,6 +3,7 @@ edits and untracked files are out of a phase's reach; results come back, the res
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -294,7 +295,36 @@ def test_the_users_edit_during_the_run_is_a_conflict_naming_it(
     assert "phase" not in (repo / "app.txt").read_text()
 
 
-# -- killed runs and many workers -----------------------------------------------------------------
+FAKES = Path(__file__).parent / "fakes"
+
+
+def test_an_agent_cli_works_in_its_worktree_and_its_prompt_stays_in_the_state_dir(
+    repo: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    state = repo.parent / f"{repo.name}-fake-state"  # the fake's records, outside the repository
+    monkeypatch.setenv("FAKE_AGENT_STATE", str(state))
+    task = {
+        "id": "write",
+        "description": "FAKE:EDIT out.txt=hello",
+        "files": {"create": ["out.txt"]},
+        "acceptance": [{"criterion": "says hello", "check": "grep -q hello out.txt"}],
+    }
+    write_plan(pytester, [task])
+    before = user_state(repo)
+    result = pytester.runpytest(
+        "--maestro", "plan.yaml", ISOLATE, "--maestro-runtime=claude", "--maestro-autonomous"
+    )
+    result.assert_outcomes(passed=1)
+    assert (repo / "out.txt").read_text() == "hello\n"
+    [call] = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+    assert Path(call["cwd"]).is_relative_to(repo / ".maestro" / "worktrees")
+    assert list((repo / ".maestro" / "logs").glob("write.attempt-1.prompt.md"))
+    assert user_state(repo) == before
+    assert worktrees(repo) == [str(repo)]
+
+
+# -- interrupted and killed runs, many workers -----------------------------------------------
 
 
 def _pytest(*options: str) -> list[str]:
@@ -361,6 +391,32 @@ def test_a_killed_run_s_worktrees_are_kept_and_pruned_by_the_next_run(
     assert worktrees(tmp_path) == [str(tmp_path)]
     assert (tmp_path / "out.txt").read_text() == "work\n"  # the rerun's result, merged back
     assert user_state(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_an_interrupted_phase_s_work_is_kept(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    mark = f"maestro-isolate-{os.getpid()}-{time.monotonic_ns()}"
+    wait = f"{sys.executable} -c 'import time; time.sleep(600)' {mark}"
+    plan = {"phases": [{"id": "cut", "run": ["echo halfway > out.txt", wait]}]}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    run = subprocess.Popen(_pytest(), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _marked(mark):
+            assert time.monotonic() < deadline and run.poll() is None, "the phase never started"
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = run.communicate(timeout=60)
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+    [ref] = kept_refs(tmp_path)
+    assert "/kept/cut-" in ref
+    assert git(tmp_path, "show", f"{ref}:out.txt") == "halfway\n"
+    assert "Kept by pytest-maestro: the phase was interrupted." in git(tmp_path, "log", "-1", ref)
+    assert worktrees(tmp_path) == [str(tmp_path)]
+    assert not (tmp_path / "out.txt").exists(), out
 
 
 WAVES, WIDTH = 5, 8
