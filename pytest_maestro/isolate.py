@@ -37,15 +37,7 @@ from .git import (
 )
 
 # What git keeps in a worktree's own directory while an operation is under way.
-UNDER_WAY = (
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "REVERT_HEAD",
-    "BISECT_LOG",
-    "rebase-merge",
-    "rebase-apply",
-    "sequencer",
-)
+UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
 LOCK_TIMEOUT = 300.0  # seconds to wait for another process's worktree creation or merge
 ADD_TRIES = 3
 
@@ -293,7 +285,7 @@ class Workspace:
         """A merge, rebase, cherry-pick or bisect a phase left under way in the worktree."""
         with contextlib.suppress(GitError):
             admin = self._admin()
-            return any((admin / name).exists() for name in UNDER_WAY)
+            return any((admin / name).exists() for name in UNDER_WAY.split())
         return True
 
     @property

@@ -3,6 +3,7 @@ from the same start, what each may bring back, and who a conflict is with."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,41 @@ def test_opening_without_a_base_is_one_line(iso: Isolation) -> None:
         IsolationError, match=r"^the run's base \(refs/maestro/.*/merged\) is missing$"
     ):
         iso.open("p")
+
+
+def test_a_reused_worktree_moves_on_without_moving_a_branch_its_last_phase_took(
+    iso: Isolation,
+) -> None:
+    git(iso.root, "branch", "develop")
+    first = iso.open("first", slot="w")
+    git(first.path, "checkout", "-q", "develop")  # HEAD now names one of the user's branches
+    (first.path / "app.txt").write_text("agent\n")
+    git(first.path, "commit", "-qam", "agent")
+    first.release()
+    develop = git(iso.root, "rev-parse", "develop")
+    second = iso.open("second", slot="w")
+    assert git(iso.root, "rev-parse", "develop") == develop
+    assert git(second.path, "rev-parse", "HEAD").strip() == second.start
+    assert git(second.path, "status", "--porcelain") == ""
+    second.release()
+    iso.finish()
+
+
+def test_a_reused_worktree_forgets_what_the_last_phase_left_under_way(iso: Isolation) -> None:
+    first = iso.open("first", slot="w")
+    wt = first.path
+    (wt / "app.txt").write_text("theirs\n")
+    git(wt, "commit", "-qam", "theirs")
+    theirs = git(wt, "rev-parse", "HEAD").strip()
+    git(wt, "reset", "-q", "--hard", "HEAD~1")
+    (wt / "app.txt").write_text("mine\n")
+    git(wt, "commit", "-qam", "mine")
+    picked = subprocess.run(["git", "cherry-pick", theirs], cwd=wt, capture_output=True)
+    assert picked.returncode != 0 and first.busy()  # a cherry-pick left in conflict
+    first.release()
+    second = iso.open("second", slot="w")
+    assert not second.busy()
+    assert git(wt, "rev-parse", "HEAD").strip() == second.start
+    assert git(wt, "status", "--porcelain") == ""
+    second.release()
+    iso.finish()
