@@ -35,6 +35,7 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
+from .shared_refs import branches, keeper, put_back_branches, unstash
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
@@ -185,7 +186,11 @@ class Isolation:
         start = rev(self.top, self.merged_ref)
         if start is None:
             raise IsolationError(f"the run's base ({self.merged_ref}) is missing")
-        space = Workspace(self, phase_id, self.slot(slot), start)
+        try:
+            before = tuple(branches(self.top, self.worktrees).items())
+        except GitError as exc:
+            raise IsolationError(f"cannot read the branches: {exc}") from None
+        space = Workspace(self, phase_id, self.slot(slot), start, before)
         left = Workspace.load(self, space.marker)
         if left is not None and left.phase_id:  # a phase of this process never ended
             with contextlib.suppress(GitError, OSError):
@@ -255,6 +260,7 @@ class Workspace:
     phase_id: str
     path: Path
     start: str
+    branches: tuple[tuple[str, str], ...] | None = None  # the user's, as the phase started
 
     @classmethod
     def load(cls, isolation: Isolation, marker: Path) -> Workspace | None:
@@ -278,7 +284,7 @@ class Workspace:
         """The phase is over: what it stashed leaves the user's stash list, and the worktree
         waits for the next phase of this process."""
         with contextlib.suppress(GitError):
-            self.unstash()
+            self.put_back_shared()
         self.mark(None)
 
     def busy(self) -> bool:
@@ -335,27 +341,20 @@ class Workspace:
         )
         return f"its work is kept as {ref} and {shown(patch, Path.cwd())}"
 
-    def unstash(self) -> list[str]:
-        """git shares the stash among worktrees: entries an agent stashed here (made on top of
-        this worktree's start) are taken off the user's stash list, kept under refs/maestro/."""
+    def put_back_shared(self) -> list[str]:
+        """Stash entries and branches the phase left in refs the user sees, taken away and
+        kept under ``refs/maestro/``; where, as refs."""
         iso = self.isolation
-        stem = ref_part(file_stem(self.phase_id))
-        kept: list[str] = []
-        while (top := rev(iso.top, "refs/stash")) is not None:
-            try:
-                run_git(iso.top, "merge-base", "--is-ancestor", self.start, top + "^1")
-            except GitError:
-                break  # the user's own entry: left alone
-            ref = f"{iso.refs}/kept/{stem}-stash-{len(kept)}-{_stamp()}"
-            set_ref(iso.top, ref, top)
-            run_git(iso.top, "stash", "drop", "--quiet")
-            kept.append(ref)
+        keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
+        kept = unstash(iso.top, self.start, keep)
+        if self.branches is not None:
+            kept += put_back_branches(iso.top, iso.worktrees, dict(self.branches), keep)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
         with contextlib.suppress(GitError):
-            self.unstash()
+            self.put_back_shared()
         admin = None
         with contextlib.suppress(GitError, OSError):
             admin = self._admin().resolve()

@@ -34,6 +34,7 @@ def init_repo(root: Path) -> None:
     (root / "staged.txt").write_text("staged v1\n")
     git(root, "add", ".")
     git(root, "commit", "-qm", "start")
+    git(root, "branch", "develop")
     (root / "staged.txt").write_text("staged v2\n")
     git(root, "add", "staged.txt")
     (root / "app.txt").write_text("app v1\nthe user's uncommitted edit\n")
@@ -45,6 +46,7 @@ def user_state(root: Path) -> dict[str, str]:
     """Everything of the user's that a phase must not change."""
     return {
         "branch": git(root, "symbolic-ref", "HEAD"),
+        "branches": git(root, "for-each-ref", "refs/heads/"),
         "head": git(root, "rev-parse", "HEAD"),
         "index": git(root, "ls-files", "-s"),
         "staged": git(root, "diff", "--cached"),
@@ -104,6 +106,10 @@ VANDALS = {
     "index": (
         ["git checkout -q --detach HEAD", "git rm -q --cached app.txt", "echo made > made.txt"],
         True,
+    ),
+    "other-branch": (
+        ["git checkout -q develop", "echo made > made.txt", "git add -A", "git commit -qm agent"],
+        False,
     ),
     "write-outside": (["echo clobbered > app.txt", "rm notes.txt", "echo made > made.txt"], False),
 }

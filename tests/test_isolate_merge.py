@@ -129,13 +129,19 @@ def test_opening_without_a_base_is_one_line(iso: Isolation) -> None:
 def test_a_reused_worktree_moves_on_without_moving_a_branch_its_last_phase_took(
     iso: Isolation,
 ) -> None:
-    git(iso.root, "branch", "develop")
+    develop = git(iso.root, "rev-parse", "develop")
     first = iso.open("first", slot="w")
     git(first.path, "checkout", "-q", "develop")  # HEAD now names one of the user's branches
     (first.path / "app.txt").write_text("agent\n")
     git(first.path, "commit", "-qam", "agent")
+    agents = git(first.path, "rev-parse", "HEAD")
+    git(first.path, "branch", "agents-own")
     first.release()
-    develop = git(iso.root, "rev-parse", "develop")
+    assert git(iso.root, "rev-parse", "develop") == develop  # put back as it was
+    assert "agents-own" not in git(iso.root, "branch")
+    refs = git(iso.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
+    kept = [line.split()[0] for line in refs.splitlines() if "/kept/" in line]
+    assert kept == [agents.strip()] * 2  # both kept: develop's move and the new branch
     second = iso.open("second", slot="w")
     assert git(iso.root, "rev-parse", "develop") == develop
     assert git(second.path, "rev-parse", "HEAD").strip() == second.start
@@ -162,3 +168,16 @@ def test_a_reused_worktree_forgets_what_the_last_phase_left_under_way(iso: Isola
     assert git(wt, "status", "--porcelain") == ""
     second.release()
     iso.finish()
+
+
+def test_commits_in_the_users_own_worktrees_during_a_phase_stay(iso: Isolation) -> None:
+    own = iso.root.parent / "own-worktree"
+    git(iso.root, "worktree", "add", "-q", "-b", "feature", str(own))
+    space = iso.open("p", slot="w")
+    (own / "app.txt").write_text("the user's work elsewhere\n")
+    git(own, "commit", "-qam", "the user's commit")
+    feature = git(iso.root, "rev-parse", "feature")
+    space.release()
+    assert git(iso.root, "rev-parse", "feature") == feature
+    iso.finish()
+    assert worktrees(iso.root) == [str(iso.root), str(own)]
