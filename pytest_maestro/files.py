@@ -37,7 +37,11 @@ class FileSnapshot:
 
     @classmethod
     def take(cls, root: Path, phase: Phase) -> FileSnapshot:
-        return cls(root, tuple((p, _read(inside(root, p))) for p in phase.files.all()))
+        return cls.of(root, phase.files.all())
+
+    @classmethod
+    def of(cls, root: Path, paths: tuple[str, ...] | list[str]) -> FileSnapshot:
+        return cls(root, tuple((p, _read(inside(root, p))) for p in paths))
 
     def changed(self, relative: str) -> bool:
         before = dict(self.contents).get(relative)

@@ -1,8 +1,11 @@
-"""The few git calls: which files changed, and committing a phase's declared files."""
+"""The few git calls: which files changed, committing a phase's declared files, and the plumbing
+of isolated phases (snapshots through a temporary index, trees, refs)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -79,3 +82,142 @@ def _last(done: subprocess.CompletedProcess[str] | None) -> str:
         return "git did not run"
     lines = (done.stderr or done.stdout).strip().splitlines()
     return lines[-1] if lines else f"exit {done.returncode}"
+
+
+# -- plumbing for isolated phases: snapshots through a temporary index, trees, refs -------------
+
+# Commits this tool makes for its own bookkeeping (snapshots, kept work) carry one identity, so
+# they work where the user has none configured and never pass for the user's own.
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "pytest-maestro",
+    "GIT_AUTHOR_EMAIL": "pytest-maestro@localhost",
+    "GIT_COMMITTER_NAME": "pytest-maestro",
+    "GIT_COMMITTER_EMAIL": "pytest-maestro@localhost",
+}
+NO_COMMIT = "0" * 40
+
+
+class GitError(Exception):
+    """A git command failed; the message is its last line of error output."""
+
+
+def run_git(
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> bytes:
+    """``git args`` in ``cwd``, its standard output; GitError when it fails."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            timeout=TIMEOUT,
+            env={**os.environ, **env} if env else None,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from None
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git {args[0]}: {lines[-1] if lines else f'exit {done.returncode}'}")
+    return done.stdout
+
+
+def git_text(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return run_git(cwd, *args, env=env).decode().strip()
+
+
+def rev(cwd: Path, name: str) -> str | None:
+    """The object ``name`` names, or None when it names none."""
+    try:
+        return git_text(cwd, "rev-parse", "--verify", "--quiet", name + "^{object}")
+    except GitError:
+        return None
+
+
+def snapshot_tree(top: Path, index: Path | None, scratch: Path, force: tuple[str, ...] = ()) -> str:
+    """The tree of the work tree at ``top`` as it is, untracked files that are not ignored
+    included, written through a temporary index in ``scratch`` so that the real one stays as it
+    is. Starting from a copy of ``index`` spares hashing files whose stat git already knows.
+    ``force``: paths (from ``top``) taken even when ignored."""
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    if index is not None and index.is_file():
+        shutil.copyfile(index, scratch)
+    else:
+        scratch.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(scratch)}
+    try:
+        run_git(top, "add", "-A", env=env)
+        present = [p for p in force if (top / p).exists() or (top / p).is_symlink()]
+        if present:
+            run_git(top, "add", "-A", "-f", "--", *present, env=env)
+        return git_text(top, "write-tree", env=env)
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def commit_tree(cwd: Path, tree: str, parents: tuple[str, ...], message: str) -> str:
+    parent_args = [arg for parent in parents for arg in ("-p", parent)]
+    return git_text(cwd, "commit-tree", tree, *parent_args, "-m", message, env=IDENTITY)
+
+
+def set_ref(cwd: Path, ref: str, commit: str, old: str | None = None) -> None:
+    """Point ``ref`` at ``commit``; when ``old`` is given, only if it still points there."""
+    run_git(cwd, "update-ref", ref, commit, *((old,) if old else ()))
+
+
+def delete_ref(cwd: Path, ref: str) -> None:
+    with contextlib.suppress(GitError):
+        run_git(cwd, "update-ref", "-d", ref)
+
+
+def changed_paths(cwd: Path, old: str, new: str) -> list[str]:
+    """Paths (from the top of the repository) whose entry differs between two tree-ishes."""
+    out = run_git(cwd, "diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new)
+    return [p.decode() for p in out.split(b"\0") if p]
+
+
+Entry = tuple[str, str]  # (mode, object id)
+
+
+def entries(cwd: Path, treeish: str, paths: list[str]) -> dict[str, Entry]:
+    """The blob entries of ``paths`` in ``treeish``; a path it lacks is missing."""
+    if not paths:
+        return {}
+    out = run_git(cwd, "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *paths)
+    found: dict[str, Entry] = {}
+    for line in filter(None, out.split(b"\0")):
+        meta, path = line.split(b"\t", 1)
+        mode, _, oid = meta.decode().split()
+        found[path.decode()] = (mode, oid)
+    return {p: e for p, e in found.items() if p in set(paths)}
+
+
+def blobs(cwd: Path, wanted: list[tuple[str, str]]) -> dict[str, bytes]:
+    """Contents of ``(object id, path)`` pairs, through the path's smudge filters, by path."""
+    if not wanted:
+        return {}
+    lines = "".join(f"{oid} {path}\n" for oid, path in wanted).encode()
+    out = run_git(cwd, "cat-file", "--batch", "--filters", stdin=lines)
+    found: dict[str, bytes] = {}
+    at = 0
+    for _, path in wanted:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        found[path] = out[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+    return found
+
+
+def hash_files(top: Path, paths: list[str]) -> dict[str, str]:
+    """Object ids of regular files as ``git add`` would store them (clean filters applied)."""
+    if not paths:
+        return {}
+    out = git_text(top, "hash-object", "--", *paths)
+    return dict(zip(paths, out.split(), strict=True))
+
+
+def hash_bytes(top: Path, data: bytes) -> str:
+    return run_git(top, "hash-object", "-w", "--stdin", stdin=data).decode().strip()

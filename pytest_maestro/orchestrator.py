@@ -17,6 +17,7 @@ from .agents import Agent, AgentRegistry, generic_agent, normalise
 from .budget import Budget
 from .facts import PhaseFacts
 from .git import commit
+from .isolate import Isolation, IsolationError
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
@@ -26,7 +27,7 @@ from .recorder import Recorder
 from .run import RunState
 from .runner import PhaseOutcome, PhaseRunner, RunConfig
 from .runtimes import Runtime
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .state import SessionDoc, SessionPaths, StateError, read_session
 
 
@@ -70,6 +71,14 @@ class Orchestrator:
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
+        self.isolation = self._isolation() if settings.isolate == "worktree" else None
+
+    def _isolation(self) -> Isolation:
+        include = (*self.plan.isolate_include, *self.settings.include)
+        try:
+            return Isolation.for_root(self.root, self.state_dir, self.paths.name, include)
+        except IsolationError as exc:
+            raise SettingsError(str(exc)) from None
 
     # -- the session state ---------------------------------------------------------------------
 
@@ -87,11 +96,24 @@ class Orchestrator:
         self.budget.reset()  # --maestro-budget-usd caps this run
         self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
         recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
+        if self.isolation is not None:
+            try:
+                kept = self.isolation.start()
+            except IsolationError as exc:
+                raise StateError(str(exc)) from None
+            self.notes += [f"after a killed run: {line}" for line in kept]
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
         )
 
     def close_state(self) -> None:
+        if self.isolation is not None:
+            try:
+                self.isolation.close()  # this process's worktree
+                if self.recorder is not None:
+                    self.notes += self.isolation.finish()  # and any a crashed worker left
+            except (IsolationError, OSError) as exc:
+                self.notes.append(f"worktrees not cleaned up: {exc}")
         recorder, self.recorder = self.recorder, None
         if recorder is not None:
             recorder.close()
@@ -284,8 +306,12 @@ class Orchestrator:
             max_wait=self.settings.max_wait,
             budget=self.budget,
             ignored=(self.state_dir.relative_to(self.root).as_posix() + "/",),
-            concurrent_files=self.concurrent_files(phase) if agent_cli else frozenset(),
+            # In a worktree of its own, no change is another phase's.
+            concurrent_files=self.concurrent_files(phase)
+            if agent_cli and self.isolation is None
+            else frozenset(),
             log_limit=int(self.settings.log_limit * 1024 * 1024),
+            isolation=self.isolation,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))

@@ -167,7 +167,7 @@ def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
 # What this tool writes in its state dir: sessions, journals, locks, ledgers, their temporary
 # files, and its directories.
 STATE_FILE = re.compile(
-    r"\.gitignore|logs|archive|preimages|replaced"
+    r"\.gitignore|logs|archive|preimages|replaced|worktrees|kept"
     r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend)(\..+\.tmp)?"
 )
 

@@ -4,19 +4,22 @@ See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
 from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
-from .git import changed_files, changed_since
+from .git import GitError, changed_files, changed_since
 from .handoff import Handoff, parse_handoff
+from .isolate import Isolation, IsolationError, Workspace
+from .merge import merge_back
 from .plan import Phase, Plan
 from .process import (
     ATTEMPT_TOKEN,
@@ -108,6 +111,7 @@ class RunConfig:
     # Files that phases running beside this one declare: their changes are not this phase's.
     concurrent_files: frozenset[str] = frozenset()
     log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
+    isolation: Isolation | None = None  # each phase in a worktree of its own, merged back
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -133,6 +137,7 @@ class PhaseRunner:
         self.runtime = runtime
         self.prompt = prompt
         self._base_env: dict[str, str] | None = None
+        self.root = config.root  # where the phase runs: its worktree when isolated
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
@@ -143,8 +148,11 @@ class PhaseRunner:
         ):
             # On disk before the phase runs anything when it has files to put back after a crash
             # of the machine; a phase without declared files only reruns, record or not.
-            record.start(phase.id, durable=bool(phase.files.all()))
-            outcome = self._run(phase, out)
+            # An isolated phase writes into the user's tree only when merged back, with
+            # pre-images taken first: whatever it declares, its start must be on disk.
+            isolated = cfg.isolation is not None
+            record.start(phase.id, durable=bool(phase.files.all()) or isolated)
+            outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
             # Only a phase that ended is cleared: after an exception the next run finds it
             # interrupted, as it may well be.
             record.clear()
@@ -159,11 +167,11 @@ class PhaseRunner:
             return PhaseOutcome(phase.id, "blocked", (blocked,), log, started, time.time())
         retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
         try:
-            before = FileSnapshot.take(cfg.root, phase)
+            before = FileSnapshot.take(self.root, phase)
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
-        if before.contents:
+        if before.contents and cfg.isolation is None:  # a worktree is thrown away, not restored
             before.save(preimage_path(cfg.log_dir, phase.id))
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
@@ -174,7 +182,7 @@ class PhaseRunner:
             if attempts:  # what the failed attempt left half-done, kept aside
                 keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
                 for restored in before.restore(keep):
-                    out.write_line(f"--- {restored.line(cfg.root)}")
+                    out.write_line(f"--- {restored.line(self.root)}")
             out.begin_attempt()
             attempt = self._attempt(phase, number, attempts[-1] if attempts else None, out, before)
             attempts.append(attempt)
@@ -187,12 +195,78 @@ class PhaseRunner:
                 return PhaseOutcome(phase.id, "blocked", tuple(attempts), log, started, time.time())
         return PhaseOutcome(phase.id, "failed", tuple(attempts), log, started, time.time())
 
+    def _isolated(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
+        """The phase in a worktree of its own; then its result merged back, or kept."""
+        cfg = self.config
+        assert cfg.isolation is not None
+        started = time.time()
+        # Pre-images of an earlier run are not this phase's: a kill must not put them back.
+        preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
+        try:
+            space = cfg.isolation.open(phase.id)
+        except IsolationError as exc:
+            attempt = Attempt(0, AgentResult("blocked", f"no worktree for the phase: {exc}"))
+            return PhaseOutcome(phase.id, "blocked", (attempt,), out.path, started, time.time())
+        out.write_line(f"--- worktree {space.path} at {space.start[:12]}")
+        self.root = space.root
+        try:
+            outcome = self._run(phase, out)
+            return self._bring_back(phase, space, outcome, out)
+        except BaseException:
+            with contextlib.suppress(Exception):  # interrupted: its work outlives the worktree
+                kept = space.keep("the phase was interrupted", phase.name)
+                if kept:
+                    out.write_line(f"--- {kept}")
+            raise
+        finally:
+            space.release()
+
+    def _bring_back(
+        self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
+    ) -> PhaseOutcome:
+        """A passed phase's changes merged into the user's tree; anything else kept."""
+        cfg = self.config
+        lines: list[str] = []
+        try:
+            tree = space.snapshot(force=phase.files.all())
+            if outcome.ok:
+                merged = merge_back(
+                    space,
+                    phase,
+                    tree,
+                    preimage_path(cfg.log_dir, phase.id),
+                    replaced_dir(cfg.log_dir, phase.id, "merge"),
+                )
+                if merged.refused is None:
+                    out.write_line(f"--- merged back: {', '.join(merged.paths) or 'no changes'}")
+                    return outcome
+                lines.append(f"not merged back: {merged.refused}")
+                why = "its result was not merged back"
+            else:
+                why = f"the phase {outcome.status}"
+            kept = space.keep(why, phase.name, tree)
+        except (GitError, IsolationError, OSError) as exc:
+            lines.append(f"not merged back: {exc}" if outcome.ok else f"its work not kept: {exc}")
+            kept = None
+        if kept:
+            lines.append(kept)
+        for line in lines:
+            out.write_line(f"--- {line}")
+        status = "failed" if outcome.ok else outcome.status
+        last = outcome.attempts[-1]
+        attempts = (
+            *outcome.attempts[:-1],
+            replace(last, file_problems=(*last.file_problems, *lines)),
+        )
+        return replace(outcome, status=status, attempts=attempts, finished=time.time())
+
     def env(self, phase: Phase, attempt: int) -> dict[str, str]:
         if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
             self._base_env = {
                 **os.environ,
                 "MAESTRO_PLAN": str(self.config.plan.path.resolve()),
-                "MAESTRO_ROOT": str(self.config.root),
+                "MAESTRO_ROOT": str(self.root),
+                "MAESTRO_PROJECT_ROOT": str(self.config.root),
             }
         return {**self._base_env, "MAESTRO_PHASE_ID": phase.id, "MAESTRO_ATTEMPT": str(attempt)}
 
@@ -215,7 +289,7 @@ class PhaseRunner:
             phase,
             self.prompt(phase, number, previous),
             number,
-            cfg.root,
+            self.root,
             env,
             self._timeout(phase),
             out.path,
@@ -224,7 +298,7 @@ class PhaseRunner:
             autonomous=cfg.autonomous,
             budget_usd=cfg.budget.left(phase.id, phase.budget_usd) if cfg.budget else None,
         )
-        dirty = changed_files(cfg.root) if cfg.agent_cli else None
+        dirty = changed_files(self.root) if cfg.agent_cli else None
         call = call_agent(
             self.runtime,
             request,
@@ -244,11 +318,11 @@ class PhaseRunner:
         agent = call.result
         if not agent.ok:
             return Attempt(number, agent, tokens=call.tokens)
-        problems = file_problems(cfg.root, phase, before)
+        problems = file_problems(self.root, phase, before)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
-            changed = changed_since(cfg.root, dirty, ignore=cfg.ignored)
+            changed = changed_since(self.root, dirty, ignore=cfg.ignored)
             outside = tuple(path for path in changed if path not in declared)
             if outside and cfg.strict_files:
                 problems.append(
@@ -276,7 +350,7 @@ class PhaseRunner:
                 continue
             result = run_process(
                 ["bash", "-c", check.check],
-                cwd=self.config.root,
+                cwd=self.root,
                 env=env,
                 timeout=self.config.check_timeout,
                 log=log,
@@ -302,7 +376,7 @@ class PhaseRunner:
             env = self.env(phase, 0)
             result = run_process(
                 ["bash", "-c", assumption.verify],
-                cwd=self.config.root,
+                cwd=self.root,
                 env=env,
                 timeout=self.config.check_timeout,
                 log=log,

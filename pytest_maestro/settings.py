@@ -18,6 +18,7 @@ import pytest
 from .plan import FORMAT_NAMES
 
 SCHEDULES = ("dag", "waves")
+ISOLATIONS = ("none", "worktree")
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,18 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
         False,
     ),
+    Option(
+        "isolate",
+        "worktree: run each phase in a git worktree of its own and merge back its declared files",
+        "choice",
+        "none",
+        env="MAESTRO_ISOLATE",
+        choices=ISOLATIONS,
+    ),
+    Option(
+        "isolate_include",
+        "untracked files each phase's worktree gets a copy of (comma-separated globs: .env)",
+    ),
 )
 
 
@@ -178,6 +191,14 @@ class Settings:
     max_wait: float
     log_limit: float
     commit: bool
+    isolate: str
+    isolate_include: str | None
+
+    @property
+    def include(self) -> tuple[str, ...]:
+        """``isolate_include`` as a list: commas or new lines between the patterns."""
+        text = (self.isolate_include or "").replace("\n", ",")
+        return tuple(part.strip() for part in text.split(",") if part.strip())
 
     @classmethod
     def from_config(cls, config: pytest.Config, env: Mapping[str, str] | None = None) -> Settings:

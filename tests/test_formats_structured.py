@@ -459,7 +459,9 @@ def test_schema_is_valid_and_covers_the_documented_fields() -> None:
     schema = native.schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert set(schema["properties"]) == {"$schema", "title", "root", "context", "tags", "phases"}
+    assert set(schema["properties"]) == {
+        "$schema", "title", "root", "context", "tags", "isolate_include", "phases",
+    }  # fmt: skip
     assert set(schema["$defs"]["phase"]["properties"]) == {
         "id", "name", "agent", "model", "runtime", "blocked_by", "files", "reads", "run",
         "acceptance", "description", "prompt", "parallel", "timeout", "max_retries", "estimate",

@@ -77,6 +77,7 @@ class Plan:
     root: str | None = None  # project root, relative to the plan file
     tags: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    isolate_include: tuple[str, ...] = ()  # untracked files an isolated phase's worktree needs
 
     def phase(self, phase_id: str) -> Phase:
         return self._by_id[phase_id]

@@ -1,6 +1,7 @@
 """Native YAML/JSON plans, this project's own format, validated by ``plan/native.schema.json``.
 
-Top level: ``title``, ``root``, ``context``, ``tags`` and ``phases`` (required). Each phase needs
+Top level: ``title``, ``root``, ``context``, ``tags``, ``isolate_include`` and ``phases``
+(required). Each phase needs
 an ``id``; every other field is optional, and a field set to null counts as absent. Unknown
 fields are errors, with the closest known name suggested, so that a typo never passes silently.
 
@@ -81,6 +82,7 @@ def read(source: Source) -> Plan:
         context=data.get("context", "").strip(),
         root=data.get("root"),
         tags=tuple(data.get("tags", ())),
+        isolate_include=tuple(data.get("isolate_include", ())),
     )
 
 

@@ -1,0 +1,183 @@
+"""Worktrees and merge-back on real repositories, driven directly: phases that ran side by side
+from the same start, what each may bring back, and who a conflict is with."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_maestro.files import FileSnapshot
+from pytest_maestro.isolate import Isolation, IsolationError, Workspace
+from pytest_maestro.merge import merge_back, scope
+from pytest_maestro.plan import Files, Phase
+
+from .test_isolate import git, init_repo, user_state, worktrees
+
+LINES = "".join(f"line {n}\n" for n in range(1, 11))
+
+
+@pytest.fixture
+def iso(tmp_path: Path) -> Isolation:
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_repo(root)
+    (root / "lines.txt").write_text(LINES)
+    (root / ".maestro").mkdir()
+    (root / ".maestro" / ".gitignore").write_text("*\n")
+    isolation = Isolation.for_root(root, root / ".maestro", "plan-0000000a")
+    assert isolation.start() == []
+    return isolation
+
+
+def merge(iso: Isolation, space_phase: tuple[Workspace, Phase]) -> str | None:
+    """Merge a phase's worktree back; why it was refused, or None."""
+    space, phase = space_phase
+    pre = iso.state_dir / "preimages" / f"{phase.id}.tar"
+    replaced = iso.state_dir / "replaced" / phase.id
+    return merge_back(space, phase, space.snapshot(), pre, replaced).refused
+
+
+def test_phases_started_together_merge_line_by_line_or_name_each_other(iso: Isolation) -> None:
+    top = Phase("top", "Edit the top", files=Files(modify=("lines.txt",)))
+    bottom = Phase("bottom", "Edit the bottom", files=Files(modify=("lines.txt",)))
+    clash = Phase("clash", "Edit the top too", files=Files(modify=("lines.txt",)))
+    spaces = {p.id: (iso.open(p.id, slot=p.id), p) for p in (top, bottom, clash)}
+    for pid, old, new in (
+        ("top", "line 1\n", "line 1 by top\n"),
+        ("bottom", "line 10\n", "line 10 by bottom\n"),
+        ("clash", "line 1\n", "line 1 by clash\n"),
+    ):
+        target = spaces[pid][0].root / "lines.txt"
+        target.write_text(target.read_text().replace(old, new))
+    before = user_state(iso.root)
+    assert merge(iso, spaces["top"]) is None
+    assert merge(iso, spaces["bottom"]) is None  # both changed the file: lines apart merge
+    assert merge(iso, spaces["clash"]) == "lines.txt conflicts with phase 'top'"
+    want = LINES.replace("line 1\n", "line 1 by top\n").replace("line 10\n", "line 10 by bottom\n")
+    assert (iso.root / "lines.txt").read_text() == want
+    assert user_state(iso.root) == before  # branch, index, other edits: as they were
+    (spaces["top"][0].root / "junk.txt").write_text("left behind\n")
+    for space, _ in spaces.values():
+        space.release()
+    # The next phase starts from both results, in a worktree used before: cleaned, moved on.
+    later = iso.open("later", slot="top")
+    assert (later.root / "lines.txt").read_text() == want
+    assert not (later.root / "junk.txt").exists()
+    later.release()
+    assert iso.finish() == []
+    assert worktrees(iso.root) == [str(iso.root)]
+
+
+def test_only_declared_paths_come_back_and_a_format_without_files_brings_all() -> None:
+    declared = Phase("d", "d", files=Files(create=("src/new.py",), modify=("docs",)))
+    changed = ["sub/src/new.py", "sub/docs/a.md", "sub/other.txt", "elsewhere.txt"]
+    assert scope(declared, changed, "sub/") == (
+        ["sub/src/new.py", "sub/docs/a.md"],
+        ["other.txt", "elsewhere.txt"],
+    )
+    undeclared = Phase("u", "u")
+    assert scope(undeclared, changed, "sub/") == (changed[:3], ["elsewhere.txt"])
+    reader = Phase("r", "r", reads=("docs",))  # declares files, writes none
+    assert scope(reader, ["sub/docs/a.md"], "sub/") == ([], ["docs/a.md"])
+
+
+def test_a_merge_saves_pre_images_a_killed_run_puts_back(iso: Isolation) -> None:
+    phase = Phase("p", "p", files=Files(modify=("app.txt",)))
+    space = iso.open("p")
+    (space.root / "app.txt").write_text("by the phase\n")
+    users = (iso.root / "app.txt").read_text()
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "by the phase\n"
+    saved = FileSnapshot.load(iso.root, iso.state_dir / "preimages" / "p.tar")
+    assert saved is not None and saved.contents == (("app.txt", users.encode()),)
+    space.remove()
+
+
+def test_a_project_root_below_the_top_of_the_repository(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    root = tmp_path / "pkg"
+    (root / ".maestro").mkdir(parents=True)
+    (root / ".maestro" / ".gitignore").write_text("*\n")
+    (root / "mod.txt").write_text("untracked module\n")
+    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000b")
+    iso.start()
+    space = iso.open("p")
+    assert space.root == space.path / "pkg"
+    assert (space.root / "mod.txt").read_text() == "untracked module\n"
+    (space.root / "mod.txt").write_text("changed\n")
+    (space.path / "app.txt").write_text("outside the root\n")
+    phase = Phase("p", "p", files=Files(modify=("mod.txt",)))
+    assert merge(iso, (space, phase)) == ("changed files outside its declared ones: app.txt")
+    (space.path / "app.txt").write_text((tmp_path / "app.txt").read_text())
+    assert merge(iso, (space, phase)) is None
+    assert (root / "mod.txt").read_text() == "changed\n"
+    space.remove()
+    assert iso.finish() == []
+    assert git(tmp_path, "for-each-ref", "refs/maestro/") == ""
+
+
+def test_opening_without_a_base_is_one_line(iso: Isolation) -> None:
+    iso.finish()
+    with pytest.raises(
+        IsolationError, match=r"^the run's base \(refs/maestro/.*/merged\) is missing$"
+    ):
+        iso.open("p")
+
+
+def test_a_reused_worktree_moves_on_without_moving_a_branch_its_last_phase_took(
+    iso: Isolation,
+) -> None:
+    develop = git(iso.root, "rev-parse", "develop")
+    first = iso.open("first", slot="w")
+    git(first.path, "checkout", "-q", "develop")  # HEAD now names one of the user's branches
+    (first.path / "app.txt").write_text("agent\n")
+    git(first.path, "commit", "-qam", "agent")
+    agents = git(first.path, "rev-parse", "HEAD")
+    git(first.path, "branch", "agents-own")
+    first.release()
+    assert git(iso.root, "rev-parse", "develop") == develop  # put back as it was
+    assert "agents-own" not in git(iso.root, "branch")
+    refs = git(iso.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
+    kept = [line.split()[0] for line in refs.splitlines() if "/kept/" in line]
+    assert kept == [agents.strip()] * 2  # both kept: develop's move and the new branch
+    second = iso.open("second", slot="w")
+    assert git(iso.root, "rev-parse", "develop") == develop
+    assert git(second.path, "rev-parse", "HEAD").strip() == second.start
+    assert git(second.path, "status", "--porcelain") == ""
+    second.release()
+    iso.finish()
+
+
+def test_a_reused_worktree_forgets_what_the_last_phase_left_under_way(iso: Isolation) -> None:
+    first = iso.open("first", slot="w")
+    wt = first.path
+    (wt / "app.txt").write_text("theirs\n")
+    git(wt, "commit", "-qam", "theirs")
+    theirs = git(wt, "rev-parse", "HEAD").strip()
+    git(wt, "reset", "-q", "--hard", "HEAD~1")
+    (wt / "app.txt").write_text("mine\n")
+    git(wt, "commit", "-qam", "mine")
+    picked = subprocess.run(["git", "cherry-pick", theirs], cwd=wt, capture_output=True)
+    assert picked.returncode != 0 and first.busy()  # a cherry-pick left in conflict
+    first.release()
+    second = iso.open("second", slot="w")
+    assert not second.busy()
+    assert git(wt, "rev-parse", "HEAD").strip() == second.start
+    assert git(wt, "status", "--porcelain") == ""
+    second.release()
+    iso.finish()
+
+
+def test_commits_in_the_users_own_worktrees_during_a_phase_stay(iso: Isolation) -> None:
+    own = iso.root.parent / "own-worktree"
+    git(iso.root, "worktree", "add", "-q", "-b", "feature", str(own))
+    space = iso.open("p", slot="w")
+    (own / "app.txt").write_text("the user's work elsewhere\n")
+    git(own, "commit", "-qam", "the user's commit")
+    feature = git(iso.root, "rev-parse", "feature")
+    space.release()
+    assert git(iso.root, "rev-parse", "feature") == feature
+    iso.finish()
+    assert worktrees(iso.root) == [str(iso.root), str(own)]
