@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from .agents import Agent, AgentRegistry, generic_agent, normalise
 from .budget import Budget
 from .facts import PhaseFacts
 from .git import commit
+from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
@@ -70,6 +72,7 @@ class Orchestrator:
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
+        self.written: Written | None = None  # the run's summary and report, once it ended
 
     # -- the session state ---------------------------------------------------------------------
 
@@ -92,9 +95,12 @@ class Orchestrator:
         )
 
     def close_state(self) -> None:
+        """Close the session, then write the run's summary and report from what it holds."""
         if self.recorder is not None:
-            self.recorder.close()
+            final = self.recorder.close()
             self.recorder = None
+            report = Path(self.settings.report) if self.settings.report else None
+            self.written = write_outputs(final, self.plan.ids, self.state_dir, report, os.environ)
 
     # -- phases --------------------------------------------------------------------------------
 

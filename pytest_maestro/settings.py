@@ -141,6 +141,10 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
         False,
     ),
+    Option(
+        "report",
+        "write the run's Markdown report (Mermaid flowchart and Gantt chart, phase table) here",
+    ),
 )
 
 
@@ -152,6 +156,7 @@ class SettingsError(Exception):
 class Settings:
     plan: Path
     analyze: str | None
+    status: str | None
     format: str | None
     root: str | None
     timeout: float
@@ -172,6 +177,7 @@ class Settings:
     max_wait: float
     log_limit: float
     commit: bool
+    report: str | None
 
     @classmethod
     def from_config(cls, config: pytest.Config, env: Mapping[str, str] | None = None) -> Settings:
@@ -179,6 +185,7 @@ class Settings:
         values: dict[str, Any] = {
             "plan": Path(config.getoption("maestro")),
             "analyze": config.getoption("maestro_analyze"),
+            "status": config.getoption("maestro_status"),
         }
         origins: dict[str, tuple[str, str]] = {}
         for option in OPTIONS:

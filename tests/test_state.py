@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.plan.model import Files, Phase, Plan
+from pytest_maestro.run_report import session_report
 from pytest_maestro.state import (
     Interrupted,
     InvalidTransition,
@@ -201,21 +202,31 @@ def test_frontmatter_has_maestro_fields_and_subsecond_times(tmp_path: Path) -> N
     assert (tmp_path / ".maestro" / ".gitignore").read_text() == "*\n"
 
 
-def test_body_is_a_readable_log_with_a_mermaid_graph(tmp_path: Path) -> None:
-    with open_store(tmp_path) as store:
+def test_body_is_a_readable_log_with_the_run_report(tmp_path: Path) -> None:
+    store = SessionStore.open(tmp_path / ".maestro", demo_plan(), tmp_path, report=session_report)
+    with store:
         complete(store, "a")
         store.record("b", "in_progress")
         store.record("b", "failed", files_created=["src/b.py"], result="2 checks failed")
     text = body(store.path)
     assert "```mermaid\nflowchart TD\n" in text
-    assert re.search(r'p0\["a: Models"\]:::completed', text)
-    assert re.search(r'p1\["b: Repository"\]:::failed', text)
-    edges = re.findall(r"^\s+(p\d) --> (p\d)$", text, re.M)
-    assert sorted(edges) == [("p0", "p1"), ("p1", "p2")]
+    assert re.search(r'p0_a\["a: Models"\]:::completed', text)
+    assert re.search(r'p1_b\["b: Repository"\]:::failed', text)
+    edges = re.findall(r"^\s+(p\d_\w) --> (p\d_\w)$", text, re.M)
+    assert sorted(edges) == [("p0_a", "p1_b"), ("p1_b", "p2_c")]
+    assert "| b | failed |" in text
     section = text[text.index("### Phase b: Repository") :].split("### Phase c")[0]
     assert "- Status: failed (attempts 0)" in section
     assert "- Created: `src/b.py`" in section
     assert "> 2 checks failed" in section
+
+
+def test_body_without_a_report_is_the_log_alone(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        complete(store, "a")
+    text = body(store.path)
+    assert "```mermaid" not in text
+    assert "### Phase a: Models ✅" in text
 
 
 TEXT = st.text(st.characters() | st.sampled_from("\n\n \t#:-|>'\"\r\x85\u2028\ufeffyYn"))

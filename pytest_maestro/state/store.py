@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -11,8 +12,9 @@ from typing import Any
 import filelock
 
 from pytest_maestro.plan.model import Plan
-from pytest_maestro.state.document import render
+from pytest_maestro.state.document import Report, render
 from pytest_maestro.state.journal import Journal, apply_entry, atomic_write
+from pytest_maestro.state.live import Refresher
 from pytest_maestro.state.lock import (
     SessionPaths,
     acquire,
@@ -131,6 +133,7 @@ class SessionStore:
         interrupted: tuple[Interrupted, ...] = (),
         changed: tuple[str, ...] = (),
         archived: Path | None = None,
+        report: Report | None = None,
     ) -> None:
         self.paths = paths
         self.interrupted = interrupted  # left in progress by a killed run, now pending
@@ -141,17 +144,34 @@ class SessionStore:
         self._journal = journal
         self._unfolded = 0  # journal entries since the last snapshot
         self._closed = False
+        self._report = report  # the body's run report
+        # The refresher thread reads the state while this one changes it: ``_guard`` keeps the
+        # journal and the state in memory in step; ``_writing`` keeps a slow refresh from putting
+        # back an older snapshot than a fold wrote (``_written`` is the seq of the one on disk).
+        self._guard = threading.Lock()
+        self._writing = threading.Lock()
+        self._written = -1
+        self._refresher: Refresher | None = None
         done = (p for p in doc.phases.values() if p.status is Status.COMPLETED)
         self._earlier = {p.id: p.completed or doc.updated for p in done}
 
     @classmethod
-    def open(cls, state_dir: Path, plan: Plan, root: Path, *, fresh: bool = False) -> SessionStore:
+    def open(
+        cls,
+        state_dir: Path,
+        plan: Plan,
+        root: Path,
+        *,
+        fresh: bool = False,
+        report: Report | None = None,
+    ) -> SessionStore:
         """Lock and load the plan's session (or start one); SessionBusy if another process has it.
 
         ``state_dir`` is absolute and inside ``root``; a relative ``plan.path`` is relative to
         ``root``. ``fresh`` archives the old session first. Otherwise the session resumes: phases
         a killed run left in progress are reset (``interrupted``), and so are completed phases
-        whose definition or dependencies changed (``changed``).
+        whose definition or dependencies changed (``changed``). ``report`` renders the run report
+        of the snapshot's body.
         """
         rel = plan_relpath(plan, root)
         paths = SessionPaths.for_plan(state_dir, plan, root)
@@ -161,7 +181,7 @@ class SessionStore:
         except OSError as error:
             raise StateError(f"cannot use state dir {state_dir}: {error}") from None
         try:
-            return cls._resume(paths, plan, rel, lock, fresh)
+            return cls._resume(paths, plan, rel, lock, fresh, report)
         except OSError as error:
             release(paths, lock)
             raise StateError(f"cannot use session {paths.snapshot}: {error}{FRESH}") from None
@@ -174,7 +194,13 @@ class SessionStore:
 
     @classmethod
     def _resume(
-        cls, paths: SessionPaths, plan: Plan, rel: str, lock: filelock.BaseFileLock, fresh: bool
+        cls,
+        paths: SessionPaths,
+        plan: Plan,
+        rel: str,
+        lock: filelock.BaseFileLock,
+        fresh: bool,
+        report: Report | None,
     ) -> SessionStore:
         archived = archive(paths) if fresh else None
         for stale in paths.state_dir.glob(f".{paths.name}.*.tmp"):  # a write a crash cut short
@@ -182,7 +208,8 @@ class SessionStore:
         doc = load(paths, plan, rel)
         interrupted, changed = reconcile(doc, plan)
         doc.task, doc.plan = plan.title or doc.task or Path(rel).stem, rel
-        doc.status, doc.stop_reason, doc.updated = "in_progress", None, now()
+        doc.status, doc.stop_reason = "in_progress", None
+        doc.updated = doc.run_started = now()
         journal = Journal(paths.journal)
         store = cls(
             paths,
@@ -192,6 +219,7 @@ class SessionStore:
             interrupted=tuple(interrupted),
             changed=tuple(changed),
             archived=archived,
+            report=report,
         )
         try:
             store._fold()  # the resets above, and an empty journal without a torn tail
@@ -306,10 +334,24 @@ class SessionStore:
             raise ValueError(f"execution_mode {fields['execution_mode']!r}: parallel or sequential")
         self._write({"op": "session", "fields": fields}, now())
 
+    def start_refresh(self, interval: float = 1.0) -> None:
+        """Rewrite the snapshot about every ``interval`` seconds while the session changes, in a
+        thread of its own, until ``close``."""
+        if self._refresher is None and not self._closed:
+            self._refresher = Refresher(interval, self._refresh)
+            self._refresher.start()
+
+    def document(self) -> SessionDoc:
+        """A copy of the session as it is now, for reports."""
+        with self._guard:
+            return _copy(self._doc)
+
     def close(self, status: str | None = None) -> None:
         """Fold the journal into the snapshot with the session's final status, and unlock."""
         if self._closed:
             return
+        if self._refresher is not None:
+            self._refresher.stop()
         try:
             final = status or self._final_status()
             if final not in SESSION_STATUSES:
@@ -343,16 +385,39 @@ class SessionStore:
     def _write(self, change: dict[str, Any], at: str, *, durable: bool = True) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.paths.snapshot} is closed")
-        entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
-        # On disk before the state in memory (or any report) moves, when durable.
-        self._journal.append(entry, durable=durable)
-        apply_entry(self._doc, entry)
-        self._unfolded += 1
-        if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
-            self._fold()
+        with self._guard:
+            entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
+            # On disk before the state in memory (or any report) moves, when durable.
+            self._journal.append(entry, durable=durable)
+            apply_entry(self._doc, entry)
+            self._unfolded += 1
+            if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
+                self._fold()
 
     def _fold(self) -> None:
         """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
-        atomic_write(self.paths.snapshot, render(self._doc))
-        self._journal.truncate()
-        self._unfolded = 0
+        with self._writing:
+            atomic_write(self.paths.snapshot, render(self._doc, self._report))
+            self._written = self._doc.journal_seq
+            self._journal.truncate()
+            self._unfolded = 0
+
+    def _refresh(self) -> bool:
+        """Write the snapshot if the session changed since the last one; the journal stays, so
+        a reader still replays what came after. Renders outside ``_guard``: transitions go on."""
+        with self._guard:
+            if self._doc.journal_seq <= self._written:
+                return False
+            doc = _copy(self._doc)
+        text = render(doc, self._report)
+        with self._writing:
+            if doc.journal_seq <= self._written:  # a fold wrote a newer one meanwhile
+                return False
+            atomic_write(self.paths.snapshot, text)
+            self._written = doc.journal_seq
+        return True
+
+
+def _copy(doc: SessionDoc) -> SessionDoc:
+    """Phase states are frozen: copying the containers is enough to render a consistent view."""
+    return replace(doc, phases=dict(doc.phases), by_agent=dict(doc.by_agent), extra=dict(doc.extra))
