@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import shutil
 import signal
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,9 @@ class MaestroSession:
         if written is not None or self.maestro.notes:
             terminalreporter.section("maestro", sep="-")
         if written is not None:
-            cwd, width = self.config.invocation_params.dir, shutil.get_terminal_size().columns
+            cwd = self.config.invocation_params.dir
+            # Cut long notes to the terminal's width; a log (CI) keeps them whole.
+            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
             paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
             for line in summary_lines(written, *paths, cwd, width):
                 terminalreporter.line(line)

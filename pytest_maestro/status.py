@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
 def _text(run: RunView, paths: SessionPaths) -> list[str]:
     holder = _holder(paths)
     state = f"running ({holder})" if holder else run.status
-    width = shutil.get_terminal_size().columns
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0  # a pipe: whole
     return [
         f"maestro: {run.task} ({run.plan}), session {run.session_id}: {state}",
         *text_table(run.rows, width),
