@@ -13,6 +13,7 @@ import filelock
 
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.state.document import Report, render
+from pytest_maestro.state.entries import clean_facts
 from pytest_maestro.state.journal import Journal, apply_entry, atomic_write
 from pytest_maestro.state.live import Refresher
 from pytest_maestro.state.lock import (
@@ -26,14 +27,12 @@ from pytest_maestro.state.lock import (
 from pytest_maestro.state.model import (
     SESSION_FIELDS,
     SESSION_STATUSES,
-    PhaseError,
     PhaseState,
     SessionCorrupt,
     SessionDoc,
     StateError,
     Status,
     Tokens,
-    as_time,
     now,
 )
 from pytest_maestro.state.resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
@@ -54,14 +53,6 @@ _NEXT: dict[Status, frozenset[Status]] = {
 }
 
 _FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
-_FILE_FACTS = ("files_created", "files_modified", "files_deleted")
-_TEXT_FACTS = ("worker", "result", "agent")
-_FACTS = frozenset(
-    {"started", "completed", "attempts", "errors", "tokens", "downstream_context", "unverified"}
-    | set(_FILE_FACTS)
-    | set(_TEXT_FACTS)
-)
-
 
 # The way out of a session this tool cannot read: what the user can do, said with the problem.
 FRESH = "; --maestro-fresh archives it and starts the session over"
@@ -82,38 +73,6 @@ def _status(value: Status | str) -> Status:
     except ValueError:
         known = ", ".join(s.value for s in Status)
         raise ValueError(f"unknown phase status {value!r}; expected one of {known}") from None
-
-
-def _clean_fact(key: str, value: Any, at: str, agent: str) -> Any:
-    """A fact as the journal stores it: plain JSON."""
-    if key in ("started", "completed"):
-        return as_time(value)
-    if key == "attempts":
-        return int(value)
-    if key == "unverified":
-        return bool(value)
-    if key in _TEXT_FACTS:
-        return None if value is None else str(value)
-    if key in _FILE_FACTS:
-        return [value] if isinstance(value, str) else [str(f) for f in value]
-    if key == "errors":
-        errors = [e if isinstance(e, PhaseError) else PhaseError.from_mapping(e) for e in value]
-        return [
-            replace(e, timestamp=e.timestamp or at, agent=e.agent or agent).to_dict()
-            for e in errors
-        ]
-    if key == "tokens":
-        return (value if isinstance(value, Tokens) else Tokens.from_mapping(value)).to_dict()
-    return dict(value)  # downstream_context
-
-
-def _clean_facts(facts: dict[str, Any], at: str, phase: PhaseState) -> dict[str, Any]:
-    """Facts as the journal stores them; errors default to now and to the phase's agent."""
-    unknown = facts.keys() - _FACTS
-    if unknown:
-        raise TypeError(f"unknown facts {sorted(unknown)}; expected some of {sorted(_FACTS)}")
-    agent = str(facts.get("agent") or (phase.agents[0] if phase.agents else ""))
-    return {key: _clean_fact(key, value, at, agent) for key, value in facts.items()}
 
 
 class SessionStore:
@@ -289,7 +248,7 @@ class SessionStore:
             facts.setdefault("started", at)
         elif new in _FINISHED:
             facts.setdefault("completed", at)
-        clean = _clean_facts(facts, at, old)
+        clean = clean_facts(facts, at, old)
         change = {"op": "record", "phase": phase_id, "status": new.value, "facts": clean}
         self._write(change, at, durable=durable)
         return self._doc.phases[phase_id]
