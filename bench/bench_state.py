@@ -8,7 +8,10 @@ transitions (in_progress, then failed with a result, an error and tokens), as th
 records them: a start without a sync (the phase's runner holds it on disk), the end durable.
 Enough of them to fold the 10,000-phase journal into its Markdown snapshot ``--folds`` times,
 so the mean includes the amortised snapshot writes, not only the synced appends. ``--dir`` picks
-the file system (default: the current directory; on a tmpfs fsync costs nothing).
+the file system (default: the current directory; on a tmpfs fsync costs nothing). With
+``--refresh SECONDS``, each session also rewrites its snapshot (with the run report in its body)
+on that timer in its own thread, as a run does, so the mean includes what that takes from the
+thread that records.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_maestro.plan.model import Files, Phase, Plan
+from pytest_maestro.run_report import session_report
 from pytest_maestro.state import SessionStore, Status
 from pytest_maestro.state import store as store_module
 
@@ -63,13 +67,22 @@ def step(store: SessionStore, plan: Plan, i: int) -> float:
     return time.perf_counter() - start
 
 
-def measure(sizes: tuple[int, ...], count: int, where: Path) -> dict[int, list[float]]:
+def measure(
+    sizes: tuple[int, ...], count: int, where: Path, refresh: float = 0.0
+) -> dict[int, list[float]]:
     """Seconds per transition for each plan size, the sizes taking turns by blocks of 20."""
     plans = {size: make_plan(size) for size in sizes}
     costs: dict[int, list[float]] = {size: [] for size in sizes}
     with tempfile.TemporaryDirectory(prefix=".bench-state-", dir=where) as tmp:
         root = Path(tmp)
-        stores = {size: SessionStore.open(root / ".maestro", plans[size], root) for size in sizes}
+        report = session_report if refresh else None
+        stores = {
+            size: SessionStore.open(root / ".maestro", plans[size], root, report=report)
+            for size in sizes
+        }
+        if refresh:
+            for store in stores.values():
+                store.start_refresh(refresh)
         try:
             for block in range(0, count, 20):
                 for size in sizes:
@@ -85,10 +98,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="where to write sessions")
     parser.add_argument("--folds", type=int, default=1, help="folds of the larger snapshot")
+    parser.add_argument("--refresh", type=float, default=0.0, help="live snapshot every N s")
     args = parser.parse_args()
     sizes = (100, 10_000)
     count = transitions_for(max(sizes), args.folds)
-    costs = measure(sizes, count, args.dir)
+    costs = measure(sizes, count, args.dir, args.refresh)
     means = {size: statistics.fmean(costs[size]) for size in sizes}
     for size in sizes:
         print(

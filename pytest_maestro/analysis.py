@@ -6,10 +6,10 @@ Nothing here runs a phase; everything comes from :class:`~pytest_maestro.plan.gr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .mermaid import mermaid_id, mermaid_label
 from .plan.gc_pause import paused_gc
 from .plan.graph import Chunk, PlanGraph, wave_overlap
 from .plan.model import Phase, Plan
@@ -202,30 +202,6 @@ def _path_cost(plan: Plan, graph: PlanGraph, path: list[str]) -> str:
 
 
 # -- mermaid -------------------------------------------------------------------------------------
-
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9_]")
-_LABEL_ESCAPES = {
-    "#": "#35;",  # first: the other escapes introduce '#'
-    '"': "#quot;",
-    "<": "#lt;",
-    ">": "#gt;",
-    "&": "#amp;",
-    "`": "#96;",
-    "|": "#124;",
-}
-_MAX_LABEL = 80
-
-
-def mermaid_id(index: int, phase_id: str) -> str:
-    """A node id Mermaid accepts: unique by position, readable by the sanitised phase id."""
-    return f"p{index}_{_UNSAFE_ID.sub('_', phase_id)[:40]}"
-
-
-def mermaid_label(text: str) -> str:
-    text = " ".join(text.split())
-    if len(text) > _MAX_LABEL:
-        text = text[: _MAX_LABEL - 3] + "..."
-    return "".join(_LABEL_ESCAPES.get(char, char) for char in text)
 
 
 def render_mermaid(plan: Plan, graph: PlanGraph) -> str:

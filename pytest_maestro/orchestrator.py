@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from .budget import Budget
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
+from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
@@ -71,6 +73,7 @@ class Orchestrator:
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
+        self.written: Written | None = None  # the run's summary and report, once it ended
         self.isolation = self._isolation() if settings.isolate == "worktree" else None
 
     def _isolation(self) -> Isolation:
@@ -107,6 +110,7 @@ class Orchestrator:
         )
 
     def close_state(self) -> None:
+        """Close the session, then write the run's summary and report from what it holds."""
         if self.isolation is not None:
             try:
                 self.isolation.close()  # this process's worktree
@@ -116,7 +120,9 @@ class Orchestrator:
                 self.notes.append(f"worktrees not cleaned up: {exc}")
         recorder, self.recorder = self.recorder, None
         if recorder is not None:
-            recorder.close()
+            final = recorder.close()
+            report = Path(self.settings.report) if self.settings.report else None
+            self.written = write_outputs(final, self.plan.ids, self.state_dir, report, os.environ)
 
     # -- phases --------------------------------------------------------------------------------
 

@@ -12,10 +12,15 @@ from .analysis import FORMATS as ANALYZE_FORMATS
 from .plan import PlanError, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
 from .settings import OPTIONS, Settings, SettingsError
+from .status import FORMATS as STATUS_FORMATS
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
     "print the plan's waves, chunks and critical path (text, json or mermaid); run nothing"
+)
+STATUS_HELP = (
+    "print the plan's phases as its session has them (text or json), also beside a running "
+    "run; run nothing; exit 0 when every phase completed, 1 otherwise"
 )
 
 
@@ -52,6 +57,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FORMAT",
         help=ANALYZE_HELP,
     )
+    group.addoption(
+        "--maestro-status",
+        nargs="?",
+        const="text",
+        default=None,
+        choices=STATUS_FORMATS,
+        metavar="FORMAT",
+        help=STATUS_HELP,
+    )
     for option in OPTIONS:
         help_text = option.help
         if option.default not in (None, False):
@@ -79,7 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """``--maestro-analyze`` prints the analysis and ends the run before any collection."""
+    """``--maestro-analyze`` and ``--maestro-status`` print and end the run before any
+    collection."""
+    if config.getoption("maestro_status"):
+        return show_status(config)
     if not config.getoption("maestro_analyze"):
         return None
     if not config.getoption("maestro"):
@@ -95,6 +112,26 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return pytest.ExitCode.USAGE_ERROR
     sys.stdout.write(render(plan, settings.analyze or "text").rstrip("\n") + "\n")
     return pytest.ExitCode.OK
+
+
+def show_status(config: pytest.Config) -> int:
+    from .state import StateError
+    from .status import show
+
+    if not config.getoption("maestro"):
+        sys.stderr.write("ERROR: --maestro-status needs the plan: --maestro PLAN\n")
+        return pytest.ExitCode.USAGE_ERROR
+    try:
+        settings = Settings.from_config(config)
+        plan = load_plan(settings.plan, settings.format)
+        root = project_root(config, settings.root, plan.root, plan.path, create=False)
+        state_dir_inside(root, settings.state_dir)
+        text, code = show(plan, root, settings.state_dir, settings.status or "text")
+    except (PlanError, SettingsError, StateError) as exc:
+        sys.stderr.write(f"ERROR: {exc}\n")
+        return pytest.ExitCode.USAGE_ERROR
+    sys.stdout.write(text)
+    return code
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -169,6 +206,7 @@ def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
 STATE_FILE = re.compile(
     r"\.gitignore|logs|archive|preimages|replaced|worktrees|kept"
     r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend)(\..+\.tmp)?"
+    r"|\.?summary\.json(\..+\.tmp)?"
 )
 
 
@@ -202,7 +240,12 @@ PROJECT_MARKERS = (".git", "pyproject.toml", "pytest.ini", ".pytest.ini", "tox.i
 
 
 def project_root(
-    config: pytest.Config, option: str | None, declared: str | None, plan: Path
+    config: pytest.Config,
+    option: str | None,
+    declared: str | None,
+    plan: Path,
+    *,
+    create: bool = True,
 ) -> Path:
     """``--maestro-root`` (or its ini key), else the plan's ``root:``, else pytest's rootdir when
     ``--rootdir`` names it or the plan lies inside it, else the plan's nearest ancestor that looks
@@ -210,7 +253,7 @@ def project_root(
 
     An explicit option beats the plan so that one plan can be run against another checkout; it
     must exist (a typo must not become a new directory). A plan's own ``root:`` is created when
-    missing: example plans work in a scratch directory.
+    missing (unless not ``create``): example plans work in a scratch directory.
     """
     if option:
         root = Path(option)
@@ -228,6 +271,8 @@ def project_root(
             real.parent,
         )
     root = root.resolve()
+    if not create:
+        return root
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

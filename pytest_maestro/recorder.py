@@ -13,10 +13,14 @@ from .facts import PhaseFacts, SkipKind
 from .files import FileSnapshot, Restored
 from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
+from .run_report import session_report
 from .runner import preimage_path, replaced_dir
-from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
+from .state import Interrupted, SessionDoc, SessionStore, SessionUnwritable, Status, Tokens
 from .state.journal import fsync_dir
 from .state.model import now
+
+# Seconds between two rewrites of the session file while the run changes it.
+REFRESH = 1.0
 
 
 class Recorder:
@@ -56,8 +60,10 @@ class Recorder:
 
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
-        store = SessionStore.open(state_dir, plan, root, fresh=fresh)
-        return cls(store, plan, root, state_dir / "logs", fresh=fresh)
+        store = SessionStore.open(state_dir, plan, root, fresh=fresh, report=session_report)
+        recorder = cls(store, plan, root, state_dir / "logs", fresh=fresh)
+        store.start_refresh(REFRESH)
+        return recorder
 
     def completed_earlier(self, phase_id: str) -> str | None:
         return self.store.completed_earlier(phase_id)
@@ -105,6 +111,9 @@ class Recorder:
             record["downstream_context"] = facts.downstream
         if facts.unverified:
             record["unverified"] = True
+        error = facts.error or _last_line(facts.result)
+        if status in (Status.FAILED, Status.BLOCKED) and error:
+            record["errors"] = [{"type": status.value, "message": error}]
         if status is Status.COMPLETED:  # its declared files passed the spot check
             files = self.plan.phase(phase_id).files
             record.update(
@@ -129,5 +138,12 @@ class Recorder:
         except SessionUnwritable as exc:
             self.unwritable = str(exc)
 
-    def close(self) -> None:
+    def close(self) -> SessionDoc:
+        """Fold and unlock the session; what it holds in the end, for the run's reports."""
         self.store.close()
+        return self.store.document()
+
+
+def _last_line(text: str | None) -> str | None:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else None

@@ -22,6 +22,25 @@ def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
     return "\n".join(lines)
 
 
+def failure_line(outcome: PhaseOutcome) -> str | None:
+    """Why a failed or blocked phase failed, in one line: its last attempt's first problem."""
+    if outcome.ok or not outcome.attempts:
+        return None
+    attempt = outcome.attempts[-1]
+    if not attempt.agent.ok:
+        line = attempt.agent.message
+    elif attempt.check_failures:
+        failure = attempt.check_failures[0]
+        how = "timed out" if failure.timed_out else f"exit code {failure.exit_code}"
+        line = f"check failed: {failure.criterion} ({how})"
+    elif attempt.file_problems:
+        line = attempt.file_problems[0]
+    else:
+        return None
+    label = f"attempt {attempt.number}: " if attempt.number else ""
+    return label + " ".join(line.split())
+
+
 def _attempt_lines(attempt: Attempt) -> list[str]:
     label = f"attempt {attempt.number}: " if attempt.number else ""
     lines: list[str] = []

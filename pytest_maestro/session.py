@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import shutil
 import signal
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from ._compat import remember_failed, runs_distributed, stop_message, stop_sessi
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .facts import PhaseFacts, SkipKind, SkipReason
 from .orchestrator import Orchestrator
+from .outputs import summary_lines
 from .process import interrupted_by
 from .skips import report_skip
 from .state import StateError
@@ -160,15 +163,23 @@ class MaestroSession:
         ]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        written = self.maestro.written
+        if written is not None or self.maestro.notes:
+            terminalreporter.section("maestro", sep="-")
+        if written is not None:
+            cwd = self.config.invocation_params.dir
+            # Cut long notes to the terminal's width; a log (CI) keeps them whole.
+            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
+            paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
+            for line in summary_lines(written, *paths, cwd, width):
+                terminalreporter.line(line)
         if self.run.resumed:
             terminalreporter.write_line(
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
                 "again (--maestro-fresh runs every phase)"
             )
-        if self.maestro.notes:
-            terminalreporter.section("maestro", sep="-")
-            for note in self.maestro.notes:
-                terminalreporter.line(note)
+        for note in self.maestro.notes:
+            terminalreporter.line(note)
         warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
         if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)

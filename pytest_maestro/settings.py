@@ -159,6 +159,10 @@ OPTIONS: tuple[Option, ...] = (
         "isolate_include",
         "untracked files each phase's worktree gets a copy of (comma-separated globs: .env)",
     ),
+    Option(
+        "report",
+        "write the run's Markdown report (Mermaid flowchart and Gantt chart, phase table) here",
+    ),
 )
 
 
@@ -170,6 +174,7 @@ class SettingsError(Exception):
 class Settings:
     plan: Path
     analyze: str | None
+    status: str | None
     format: str | None
     tag: str | None
     root: str | None
@@ -193,6 +198,7 @@ class Settings:
     commit: bool
     isolate: str
     isolate_include: str | None
+    report: str | None
 
     @property
     def include(self) -> tuple[str, ...]:
@@ -206,6 +212,7 @@ class Settings:
         values: dict[str, Any] = {
             "plan": Path(config.getoption("maestro")),
             "analyze": config.getoption("maestro_analyze"),
+            "status": config.getoption("maestro_status"),
         }
         origins: dict[str, tuple[str, str]] = {}
         for option in OPTIONS:

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_maestro.process import RunningRecord, boot_ticks, end_groups, read_running_record
 from pytest_maestro.state import Status, read_session
+from pytest_maestro.state.document import parse_session, render
 from pytest_maestro.state.journal import read_journal
 
 from .helpers import write_plan
@@ -232,6 +234,13 @@ def _lose_records_of_starts(root: Path) -> None:
     ]
     assert len(kept) < len(read_journal(journal)[0]), "no start was recorded"
     journal.write_text("".join(json.dumps(entry) + "\n" for entry in kept))
+    # The session file is rewritten while the run lives: take the start out of it too.
+    snapshot = _snapshot(root)
+    doc = parse_session(snapshot.read_text(encoding="utf-8"), str(snapshot))
+    for pid, state in doc.phases.items():
+        if state.status is Status.IN_PROGRESS:
+            doc.phases[pid] = replace(state, status=Status.PENDING, started=None, worker=None)
+    snapshot.write_text(render(doc), encoding="utf-8")
     assert not any(
         p.status is Status.IN_PROGRESS for p in read_session(_snapshot(root)).phases.values()
     )

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.plan.model import Files, Phase, Plan
+from pytest_maestro.run_report import session_report
 from pytest_maestro.state import (
     Interrupted,
     InvalidTransition,
@@ -202,21 +205,31 @@ def test_frontmatter_has_maestro_fields_and_subsecond_times(tmp_path: Path) -> N
     assert (tmp_path / ".maestro" / ".gitignore").read_text() == "*\n"
 
 
-def test_body_is_a_readable_log_with_a_mermaid_graph(tmp_path: Path) -> None:
-    with open_store(tmp_path) as store:
+def test_body_is_a_readable_log_with_the_run_report(tmp_path: Path) -> None:
+    store = SessionStore.open(tmp_path / ".maestro", demo_plan(), tmp_path, report=session_report)
+    with store:
         complete(store, "a")
         store.record("b", "in_progress")
         store.record("b", "failed", files_created=["src/b.py"], result="2 checks failed")
     text = body(store.path)
     assert "```mermaid\nflowchart TD\n" in text
-    assert re.search(r'p0\["a: Models"\]:::completed', text)
-    assert re.search(r'p1\["b: Repository"\]:::failed', text)
-    edges = re.findall(r"^\s+(p\d) --> (p\d)$", text, re.M)
-    assert sorted(edges) == [("p0", "p1"), ("p1", "p2")]
+    assert re.search(r'p0_a\["a: Models"\]:::completed', text)
+    assert re.search(r'p1_b\["b: Repository"\]:::failed', text)
+    edges = re.findall(r"^\s+(p\d_\w) --> (p\d_\w)$", text, re.M)
+    assert sorted(edges) == [("p0_a", "p1_b"), ("p1_b", "p2_c")]
+    assert "| b | failed |" in text
     section = text[text.index("### Phase b: Repository") :].split("### Phase c")[0]
     assert "- Status: failed (attempts 0)" in section
     assert "- Created: `src/b.py`" in section
     assert "> 2 checks failed" in section
+
+
+def test_body_without_a_report_is_the_log_alone(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        complete(store, "a")
+    text = body(store.path)
+    assert "```mermaid" not in text
+    assert "### Phase a: Models ✅" in text
 
 
 TEXT = st.text(st.characters() | st.sampled_from("\n\n \t#:-|>'\"\r\x85\u2028\ufeffyYn"))
@@ -816,3 +829,91 @@ def test_maestro_session_resumes_under_the_store(tmp_path: Path) -> None:
         "pending",
     ]
     assert all(p["definition"] for p in data["phases"])
+
+
+# -- the live snapshot ---------------------------------------------------------------------------
+
+
+def _snapshot_alone(path: Path) -> dict[str, str]:
+    doc = parse_session(path.read_text(encoding="utf-8"), str(path))
+    return {p.id: p.status.value for p in doc.phases.values()}
+
+
+def _until(condition: Any, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.01)
+
+
+def test_refresh_rewrites_the_snapshot_and_keeps_the_journal(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    try:
+        store.start_refresh(0.02)
+        complete(store, "a")
+        store.record("b", "in_progress", durable=False)
+        _until(lambda: _snapshot_alone(store.path)["b"] == "in_progress")
+        assert _snapshot_alone(store.path)["a"] == "completed"
+        assert len(read_journal(store.paths.journal)[0]) == 3  # a reader still replays it
+        assert read_session(store.path).phases["b"].status is Status.IN_PROGRESS
+    finally:
+        store.close()
+    assert [t for t in threading.enumerate() if t.name == "maestro-snapshot"] == []
+    assert _snapshot_alone(store.path)["b"] == "in_progress"
+
+
+def test_a_slow_refresh_never_puts_back_an_older_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh that rendered before a fold wrote a newer snapshot (and emptied the journal)
+    must not replace it: the changes in between would be lost."""
+    store = open_store(tmp_path)
+    try:
+        complete(store, "a")
+        rendered = threading.Event()
+        folded = threading.Event()
+        real_render = store_module.render
+
+        def slow_render(doc: Any, report: Any = None) -> str:
+            text = real_render(doc, report)
+            if threading.current_thread().name == "maestro-snapshot":
+                rendered.set()
+                folded.wait(10)
+            return text
+
+        monkeypatch.setattr(store_module, "render", slow_render)
+        store.start_refresh(0.01)
+        assert rendered.wait(10)
+        store.record("b", "in_progress")
+        store.record("b", "completed")
+        monkeypatch.setattr(store_module, "_MIN_JOURNAL", 0)  # the next write folds
+        monkeypatch.setattr(store_module, "_JOURNAL_PER_PHASE", 0)
+        store.record("c", "in_progress")
+        assert read_journal(store.paths.journal)[0] == []  # folded
+        folded.set()
+        time.sleep(0.1)  # the stale refresh finishes meanwhile
+        assert read_session(store.path).phases["b"].status is Status.COMPLETED
+        assert _snapshot_alone(store.path)["c"] == "in_progress"
+    finally:
+        store.close()
+
+
+def test_a_refresh_that_cannot_write_only_lags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(tmp_path)
+    failures = []
+
+    def full_disk(path: Path, text: str) -> None:
+        failures.append(path)
+        raise OSError(28, "No space left on device")
+
+    try:
+        monkeypatch.setattr(store_module, "atomic_write", full_disk)
+        store.start_refresh(0.01)
+        complete(store, "a")
+        _until(lambda: len(failures) >= 2)  # it tried, and tries again
+        monkeypatch.undo()
+        _until(lambda: _snapshot_alone(store.path)["a"] == "completed")
+    finally:
+        store.close()

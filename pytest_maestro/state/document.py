@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -117,6 +117,7 @@ def dump_yaml(data: Mapping[str, Any]) -> str:
 
 _OWN_KEYS = frozenset(
     {"session_id", "task", "plan", "created", "updated", "status", "stop_reason", "current_phase"}
+    | {"run_started"}
     | SESSION_FIELDS
     | {"total_phases", "token_usage", "journal_seq", "phases"}
 )
@@ -139,6 +140,8 @@ def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
         "updated": doc.updated,
         "status": doc.status,
     }
+    if doc.run_started:
+        data["run_started"] = doc.run_started
     if doc.stop_reason:
         data["stop_reason"] = doc.stop_reason
     data.update(
@@ -166,6 +169,7 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
         created=as_time(data.get("created")) or "",
         updated=as_time(data.get("updated")) or "",
         status=str(data.get("status") or "in_progress"),
+        run_started=as_time(data.get("run_started")),
         stop_reason=None if data.get("stop_reason") is None else str(data["stop_reason"]),
         execution_mode=str(data.get("execution_mode") or "sequential"),
         execution_backend=str(data.get("execution_backend") or "pytest"),
@@ -219,22 +223,17 @@ _MARK = {
     Status.SKIPPED: "⏭",
 }
 
-_STYLE = {
-    Status.PENDING: "fill:#eeeeee,stroke:#999999",
-    Status.IN_PROGRESS: "fill:#fff3c4,stroke:#c9a400",
-    Status.COMPLETED: "fill:#d4f4d2,stroke:#2e8b2e",
-    Status.FAILED: "fill:#f8d0d0,stroke:#c0392b",
-    Status.BLOCKED: "fill:#f4d9b8,stroke:#d35400",
-    Status.SKIPPED: "fill:#e0e0f0,stroke:#7070a0",
-}
+# The body's run report (diagrams and phase table), rendered by whoever opened the session: the
+# state package knows sessions, not how a run is shown.
+Report = Callable[[SessionDoc], str]
 
 
-def render(doc: SessionDoc) -> str:
+def render(doc: SessionDoc, report: Report | None = None) -> str:
     front = dump_yaml(to_frontmatter(doc))
-    return f"---\n{front}---\n\n{render_body(doc)}"
+    return f"---\n{front}---\n\n{render_body(doc, report)}"
 
 
-def render_body(doc: SessionDoc) -> str:
+def render_body(doc: SessionDoc, report: Report | None = None) -> str:
     counts = Counter(p.status for p in doc.phases.values())
     summary = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
     lines = [
@@ -246,23 +245,12 @@ def render_body(doc: SessionDoc) -> str:
     ]
     if doc.stop_reason:
         lines += ["## Stopped", "", doc.stop_reason, ""]
-    lines += ["## Plan", "", "```mermaid", *mermaid(doc), "```", "", "## Phases", ""]
+    if report is not None:
+        lines += [report(doc).rstrip("\n"), ""]
+    lines += ["## Phase log", ""]
     for phase in doc.phases.values():
         lines += _phase_section(phase)
     return "\n".join(lines)
-
-
-def mermaid(doc: SessionDoc) -> list[str]:
-    """``flowchart TD`` of the plan: a node per phase, styled by status, an edge per dependency."""
-    node = {pid: f"p{i}" for i, pid in enumerate(doc.phases)}
-    lines = ["flowchart TD"]
-    for pid, phase in doc.phases.items():
-        label = f"{pid}: {phase.name}".replace('"', "#quot;")
-        lines.append(f'    {node[pid]}["{" ".join(label.split())}"]:::{phase.status.value}')
-    for pid, phase in doc.phases.items():
-        lines += [f"    {node[dep]} --> {node[pid]}" for dep in phase.blocked_by if dep in node]
-    lines += [f"    classDef {status.value} {style}" for status, style in _STYLE.items()]
-    return lines
 
 
 def _phase_section(phase: PhaseState) -> list[str]:

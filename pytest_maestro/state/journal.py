@@ -147,7 +147,13 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 def read_session(path: Path) -> SessionDoc:
-    """Read a session file (ours or Maestro's) and replay the journal beside it, if any."""
+    """Read a session file (ours or Maestro's) and replay the journal beside it, if any.
+
+    Safe beside a run that writes them: the journal is read first, so a fold that empties it in
+    between has already written a snapshot holding what it emptied.
+    """
+    journal = path.with_suffix(".journal")
+    entries = read_journal(journal)[0]
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -156,7 +162,7 @@ def read_session(path: Path) -> SessionDoc:
         doc = parse_session(text, str(path))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a field of a wrong type
         raise SessionCorrupt(f"{path}: not a session this tool can read ({_why(exc)})") from None
-    replay(doc, path.with_suffix(".journal"))
+    _replay(doc, journal, entries)
     return doc
 
 
@@ -167,7 +173,11 @@ def _why(exc: BaseException) -> str:
 
 def replay(doc: SessionDoc, journal: Path) -> None:
     """Apply the journal's entries that the snapshot does not hold yet."""
-    for entry in read_journal(journal)[0]:
+    _replay(doc, journal, read_journal(journal)[0])
+
+
+def _replay(doc: SessionDoc, journal: Path, entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
         if entry["seq"] > doc.journal_seq:
             try:
                 apply_entry(doc, entry)

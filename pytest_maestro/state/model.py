@@ -210,6 +210,7 @@ class SessionDoc:
     created: str
     updated: str
     status: str = "in_progress"
+    run_started: str | None = None  # when the run that wrote it last opened it
     stop_reason: str | None = None
     execution_mode: str = "sequential"
     execution_backend: str = "pytest"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -12,8 +13,10 @@ from typing import Any
 import filelock
 
 from pytest_maestro.plan.model import Plan
-from pytest_maestro.state.document import render
+from pytest_maestro.state.document import Report, render
+from pytest_maestro.state.entries import clean_facts
 from pytest_maestro.state.journal import Journal, apply_entry, atomic_write
+from pytest_maestro.state.live import Refresher
 from pytest_maestro.state.lock import (
     SessionPaths,
     acquire,
@@ -25,7 +28,6 @@ from pytest_maestro.state.lock import (
 from pytest_maestro.state.model import (
     SESSION_FIELDS,
     SESSION_STATUSES,
-    PhaseError,
     PhaseState,
     SessionCorrupt,
     SessionDoc,
@@ -33,7 +35,6 @@ from pytest_maestro.state.model import (
     StateError,
     Status,
     Tokens,
-    as_time,
     now,
 )
 from pytest_maestro.state.resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
@@ -54,14 +55,6 @@ _NEXT: dict[Status, frozenset[Status]] = {
 }
 
 _FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
-_FILE_FACTS = ("files_created", "files_modified", "files_deleted")
-_TEXT_FACTS = ("worker", "result", "agent")
-_FACTS = frozenset(
-    {"started", "completed", "attempts", "errors", "tokens", "downstream_context", "unverified"}
-    | set(_FILE_FACTS)
-    | set(_TEXT_FACTS)
-)
-
 
 # The way out of a session this tool cannot read: what the user can do, said with the problem.
 FRESH = "; --maestro-fresh archives it and starts the session over"
@@ -84,38 +77,6 @@ def _status(value: Status | str) -> Status:
         raise ValueError(f"unknown phase status {value!r}; expected one of {known}") from None
 
 
-def _clean_fact(key: str, value: Any, at: str, agent: str) -> Any:
-    """A fact as the journal stores it: plain JSON."""
-    if key in ("started", "completed"):
-        return as_time(value)
-    if key == "attempts":
-        return int(value)
-    if key == "unverified":
-        return bool(value)
-    if key in _TEXT_FACTS:
-        return None if value is None else str(value)
-    if key in _FILE_FACTS:
-        return [value] if isinstance(value, str) else [str(f) for f in value]
-    if key == "errors":
-        errors = [e if isinstance(e, PhaseError) else PhaseError.from_mapping(e) for e in value]
-        return [
-            replace(e, timestamp=e.timestamp or at, agent=e.agent or agent).to_dict()
-            for e in errors
-        ]
-    if key == "tokens":
-        return (value if isinstance(value, Tokens) else Tokens.from_mapping(value)).to_dict()
-    return dict(value)  # downstream_context
-
-
-def _clean_facts(facts: dict[str, Any], at: str, phase: PhaseState) -> dict[str, Any]:
-    """Facts as the journal stores them; errors default to now and to the phase's agent."""
-    unknown = facts.keys() - _FACTS
-    if unknown:
-        raise TypeError(f"unknown facts {sorted(unknown)}; expected some of {sorted(_FACTS)}")
-    agent = str(facts.get("agent") or (phase.agents[0] if phase.agents else ""))
-    return {key: _clean_fact(key, value, at, agent) for key, value in facts.items()}
-
-
 class SessionStore:
     """The session of one plan, held by one process.
 
@@ -133,6 +94,7 @@ class SessionStore:
         interrupted: tuple[Interrupted, ...] = (),
         changed: tuple[str, ...] = (),
         archived: Path | None = None,
+        report: Report | None = None,
     ) -> None:
         self.paths = paths
         self.interrupted = interrupted  # left in progress by a killed run, now pending
@@ -144,17 +106,34 @@ class SessionStore:
         self._unfolded = 0  # journal entries since the last snapshot
         self._closed = False
         self._unwritable: str | None = None  # why the journal took no more changes (a full disk)
+        self._report = report  # the body's run report
+        # The refresher thread reads the state while this one changes it: ``_guard`` keeps the
+        # journal and the state in memory in step; ``_writing`` keeps a slow refresh from putting
+        # back an older snapshot than a fold wrote (``_written`` is the seq of the one on disk).
+        self._guard = threading.Lock()
+        self._writing = threading.Lock()
+        self._written = -1
+        self._refresher: Refresher | None = None
         done = (p for p in doc.phases.values() if p.status is Status.COMPLETED)
         self._earlier = {p.id: p.completed or doc.updated for p in done}
 
     @classmethod
-    def open(cls, state_dir: Path, plan: Plan, root: Path, *, fresh: bool = False) -> SessionStore:
+    def open(
+        cls,
+        state_dir: Path,
+        plan: Plan,
+        root: Path,
+        *,
+        fresh: bool = False,
+        report: Report | None = None,
+    ) -> SessionStore:
         """Lock and load the plan's session (or start one); SessionBusy if another process has it.
 
         ``state_dir`` is absolute and inside ``root``; a relative ``plan.path`` is relative to
         ``root``. ``fresh`` archives the old session first. Otherwise the session resumes: phases
         a killed run left in progress are reset (``interrupted``), and so are completed phases
-        whose definition or dependencies changed (``changed``).
+        whose definition or dependencies changed (``changed``). ``report`` renders the run report
+        of the snapshot's body.
         """
         rel = plan_relpath(plan, root)
         paths = SessionPaths.for_plan(state_dir, plan, root)
@@ -164,7 +143,7 @@ class SessionStore:
         except OSError as error:
             raise StateError(f"cannot use state dir {state_dir}: {error}") from None
         try:
-            return cls._resume(paths, plan, rel, lock, fresh)
+            return cls._resume(paths, plan, rel, lock, fresh, report)
         except OSError as error:
             release(paths, lock)
             raise StateError(f"cannot use session {paths.snapshot}: {error}{FRESH}") from None
@@ -177,7 +156,13 @@ class SessionStore:
 
     @classmethod
     def _resume(
-        cls, paths: SessionPaths, plan: Plan, rel: str, lock: filelock.BaseFileLock, fresh: bool
+        cls,
+        paths: SessionPaths,
+        plan: Plan,
+        rel: str,
+        lock: filelock.BaseFileLock,
+        fresh: bool,
+        report: Report | None,
     ) -> SessionStore:
         archived = archive(paths) if fresh else None
         for stale in paths.state_dir.glob(f".{paths.name}.*.tmp"):  # a write a crash cut short
@@ -185,7 +170,8 @@ class SessionStore:
         doc = load(paths, plan, rel)
         interrupted, changed = reconcile(doc, plan)
         doc.task, doc.plan = plan.title or doc.task or Path(rel).stem, rel
-        doc.status, doc.stop_reason, doc.updated = "in_progress", None, now()
+        doc.status, doc.stop_reason = "in_progress", None
+        doc.updated = doc.run_started = now()
         journal = Journal(paths.journal)
         store = cls(
             paths,
@@ -195,6 +181,7 @@ class SessionStore:
             interrupted=tuple(interrupted),
             changed=tuple(changed),
             archived=archived,
+            report=report,
         )
         try:
             store._fold()  # the resets above, and an empty journal without a torn tail
@@ -264,7 +251,7 @@ class SessionStore:
             facts.setdefault("started", at)
         elif new in _FINISHED:
             facts.setdefault("completed", at)
-        clean = _clean_facts(facts, at, old)
+        clean = clean_facts(facts, at, old)
         change = {"op": "record", "phase": phase_id, "status": new.value, "facts": clean}
         self._write(change, at, durable=durable)
         return self._doc.phases[phase_id]
@@ -309,10 +296,24 @@ class SessionStore:
             raise ValueError(f"execution_mode {fields['execution_mode']!r}: parallel or sequential")
         self._write({"op": "session", "fields": fields}, now())
 
+    def start_refresh(self, interval: float = 1.0) -> None:
+        """Rewrite the snapshot about every ``interval`` seconds while the session changes, in a
+        thread of its own, until ``close``."""
+        if self._refresher is None and not self._closed:
+            self._refresher = Refresher(interval, self._refresh)
+            self._refresher.start()
+
+    def document(self) -> SessionDoc:
+        """A copy of the session as it is now, for reports."""
+        with self._guard:
+            return _copy(self._doc)
+
     def close(self, status: str | None = None) -> None:
         """Fold the journal into the snapshot with the session's final status, and unlock."""
         if self._closed:
             return
+        if self._refresher is not None:
+            self._refresher.stop()
         try:
             final = status or self._final_status()
             if final not in SESSION_STATUSES:
@@ -354,25 +355,48 @@ class SessionStore:
             raise RuntimeError(f"session {self.paths.snapshot} is closed")
         if self._unwritable is not None:  # never append behind a line a full disk cut short
             raise SessionUnwritable(self._unwritable)
-        entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
-        # On disk before the state in memory (or any report) moves, when durable.
-        try:
-            self._journal.append(entry, durable=durable)
-        except OSError as exc:
-            self._unwritable = (
-                f"cannot write session journal {self.paths.journal} ({exc.strerror}): the "
-                "session holds what was recorded before"
-            )
-            raise SessionUnwritable(self._unwritable) from None
-        apply_entry(self._doc, entry)
-        self._unfolded += 1
-        if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
-            with contextlib.suppress(OSError):  # the journal still holds it all: fold later
-                self._fold()
-            self._unfolded = 0
+        with self._guard:
+            entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
+            # On disk before the state in memory (or any report) moves, when durable.
+            try:
+                self._journal.append(entry, durable=durable)
+            except OSError as exc:
+                self._unwritable = (
+                    f"cannot write session journal {self.paths.journal} ({exc.strerror}): the "
+                    "session holds what was recorded before"
+                )
+                raise SessionUnwritable(self._unwritable) from None
+            apply_entry(self._doc, entry)
+            self._unfolded += 1
+            if self._unfolded > max(_MIN_JOURNAL, _JOURNAL_PER_PHASE * len(self._doc.phases)):
+                with contextlib.suppress(OSError):  # the journal still holds it all: fold later
+                    self._fold()
+                self._unfolded = 0
 
     def _fold(self) -> None:
         """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
-        atomic_write(self.paths.snapshot, render(self._doc))
-        self._journal.truncate()
-        self._unfolded = 0
+        with self._writing:
+            atomic_write(self.paths.snapshot, render(self._doc, self._report))
+            self._written = self._doc.journal_seq
+            self._journal.truncate()
+            self._unfolded = 0
+
+    def _refresh(self) -> bool:
+        """Write the snapshot if the session changed since the last one; the journal stays, so
+        a reader still replays what came after. Renders outside ``_guard``: transitions go on."""
+        with self._guard:
+            if self._doc.journal_seq <= self._written:
+                return False
+            doc = _copy(self._doc)
+        text = render(doc, self._report)
+        with self._writing:
+            if doc.journal_seq <= self._written:  # a fold wrote a newer one meanwhile
+                return False
+            atomic_write(self.paths.snapshot, text)
+            self._written = doc.journal_seq
+        return True
+
+
+def _copy(doc: SessionDoc) -> SessionDoc:
+    """Phase states are frozen: copying the containers is enough to render a consistent view."""
+    return replace(doc, phases=dict(doc.phases), by_agent=dict(doc.by_agent), extra=dict(doc.extra))

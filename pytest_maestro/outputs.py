@@ -1,0 +1,89 @@
+"""What a run leaves behind when it ends: ``summary.json`` in the state dir, the Markdown report
+at ``--maestro-report``, and the same report appended to GitHub's step summary when
+``GITHUB_STEP_SUMMARY`` names one. Written by the process that holds the session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import run_report
+from .files import shown
+from .rows import RunView, view
+from .state.journal import atomic_write
+from .state.model import SessionDoc
+from .summary import summary_json, text_table, totals_lines
+
+SUMMARY_NAME = "summary.json"
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the run's outputs went, and those that could not be written (one line each)."""
+
+    run: RunView
+    summary: Path | None
+    report: Path | None
+    step_summary: Path | None
+    problems: tuple[str, ...]
+
+
+def write_outputs(
+    doc: SessionDoc,
+    order: Iterable[str],
+    state_dir: Path,
+    report: Path | None,
+    env: Mapping[str, str],
+) -> Written:
+    run = view(doc, datetime.now(timezone.utc), order)
+    text = run_report.render(run)
+    problems: list[str] = []
+    summary = _write(state_dir / SUMMARY_NAME, summary_json(run), problems, "summary")
+    written = _write(report, text, problems, "report") if report is not None else None
+    step = env.get("GITHUB_STEP_SUMMARY", "").strip()
+    step_path = _append(Path(step), text, problems) if step else None
+    return Written(run, summary, written, step_path, tuple(problems))
+
+
+def _write(path: Path, text: str, problems: list[str], what: str) -> Path | None:
+    try:
+        atomic_write(path, text)
+    except OSError as exc:
+        problems.append(f"could not write the {what} {path}: {exc.strerror or exc}")
+        return None
+    return path
+
+
+def _append(path: Path, text: str, problems: list[str]) -> Path | None:
+    """GitHub's step summary is one file that every step appends to."""
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        problems.append(f"could not append to GITHUB_STEP_SUMMARY {path}: {exc.strerror or exc}")
+        return None
+    return path
+
+
+def summary_lines(
+    written: Written, log_dir: Path, session: Path, cwd: Path, width: int
+) -> list[str]:
+    """The terminal summary's table, totals, and where the run's files are."""
+    places = [("logs", log_dir), ("session", session)]
+    places += [
+        (name, path)
+        for name, path in (
+            ("summary", written.summary),
+            ("report", written.report),
+            ("step summary", written.step_summary),
+        )
+        if path is not None
+    ]
+    return [
+        *text_table(written.run.rows, width),
+        *totals_lines(written.run),
+        *(f"{name}: {shown(path, cwd)}" for name, path in places),
+        *written.problems,
+    ]

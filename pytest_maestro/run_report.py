@@ -1,0 +1,186 @@
+"""The Markdown report of a run: a Mermaid flowchart of the plan coloured by status, a Mermaid
+Gantt chart of the run as it happened (a section per worker, real start and end times), and the
+phase table. The same text goes to ``--maestro-report``, the session file's body and GitHub's
+step summary.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from .mermaid import gantt_text, mermaid_id, mermaid_label
+from .rows import PhaseRow, RunView, view
+from .state.model import SessionDoc, Status
+
+STYLE = {
+    Status.PENDING: "fill:#eeeeee,stroke:#999999",
+    Status.IN_PROGRESS: "fill:#fff3c4,stroke:#c9a400",
+    Status.COMPLETED: "fill:#d4f4d2,stroke:#2e8b2e",
+    Status.FAILED: "fill:#f8d0d0,stroke:#c0392b",
+    Status.BLOCKED: "fill:#f4d9b8,stroke:#d35400",
+    Status.SKIPPED: "fill:#e0e0f0,stroke:#7070a0",
+}
+# Gantt tags: done (completed), active (running), crit (failed or blocked).
+_GANTT_TAG = {"completed": "done", "in_progress": "active", "failed": "crit", "blocked": "crit"}
+GANTT_FORMAT = "YYYY-MM-DD HH:mm:ss.SSS"  # Mermaid's (dayjs) spelling of what gantt_time writes
+TABLE_HEAD = (
+    "phase",
+    "status",
+    "attempts",
+    "duration",
+    "agent",
+    "worker",
+    "tokens",
+    "cost",
+    "unverified",
+    "note",
+)
+
+
+def session_report(doc: SessionDoc) -> str:
+    """The report of a session as it is now: what the session file's body holds (under the
+    file's own title)."""
+    return render(view(doc, datetime.now(timezone.utc)), title=False)
+
+
+def render(run: RunView, title: bool = True) -> str:
+    lines = [f"# {run.task}: run report", ""] if title else []
+    lines += [*headline(run), "", "## Plan", "", "```mermaid", *flowchart(run.rows), "```", ""]
+    lines += ["## Timeline", ""]
+    if any(row.executed for row in run.rows):
+        lines += ["```mermaid", *gantt(run.rows), "```", ""]
+    else:
+        lines += ["No phase has run yet in this run.", ""]
+    lines += ["## Phases", "", *table(run.rows), ""]
+    return "\n".join(lines)
+
+
+def headline(run: RunView) -> list[str]:
+    """The run in a few bullets: phases by status, time, tokens, why it stopped."""
+    counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
+    lines = [
+        f"- {len(run.rows)} phases: {counts or 'none'}; session `{run.session_id}` {run.status}",
+    ]
+    if run.wall_time is not None:
+        gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
+        lines.append(
+            f"- wall time {seconds(run.wall_time)} for {seconds(run.phase_time)} of phase time"
+            f"{gain}"
+        )
+        path = " → ".join(run.critical_path)
+        lines.append(f"- critical path as it ran: {path} ({seconds(run.critical_time)})")
+    tokens_in, tokens_out, _ = run.tokens
+    if tokens_in or tokens_out or run.cost:
+        lines.append(f"- tokens {tokens_in} in, {tokens_out} out; cost {money(run.cost)}")
+    if run.stop_reason:
+        lines.append(f"- stopped: {run.stop_reason}")
+    return lines
+
+
+def node_ids(rows: tuple[PhaseRow, ...]) -> dict[str, str]:
+    return {row.id: mermaid_id(i, row.id) for i, row in enumerate(rows)}
+
+
+def flowchart(rows: tuple[PhaseRow, ...]) -> list[str]:
+    """A node per phase with its status as class, an edge per dependency."""
+    node = node_ids(rows)
+    lines = ["flowchart TD"]
+    for row in rows:
+        label = mermaid_label(f"{row.id}: {row.name}" if row.name != row.id else row.id)
+        lines.append(f'  {node[row.id]}["{label}"]:::{row.status}')
+    for row in rows:
+        deps = dict.fromkeys(d for d in row.blocked_by if d in node)
+        lines += [f"  {node[dep]} --> {node[row.id]}" for dep in deps]
+    lines += [f"  classDef {status.value} {style}" for status, style in STYLE.items()]
+    return lines
+
+
+def gantt(rows: tuple[PhaseRow, ...]) -> list[str]:
+    """A section per worker, a task per phase that ran in this run, from its start to its end
+    (or to now, while it runs). Times in UTC."""
+    node = node_ids(rows)
+    ran = [row for row in rows if row.executed]
+    lines = [
+        "gantt",
+        "  title Phases by worker (UTC)",
+        f"  dateFormat {GANTT_FORMAT}",
+        "  axisFormat %H:%M:%S",
+    ]
+    workers = sorted({row.worker or "main" for row in ran}, key=_natural)
+    for worker in workers:
+        lines.append(f"  section {gantt_text(worker)}")
+        for row in sorted((r for r in ran if (r.worker or "main") == worker), key=_start):
+            assert row.started is not None and row.duration is not None
+            end = row.started + timedelta(seconds=row.duration)  # or so far, while it runs
+            tag = _GANTT_TAG.get(row.status)
+            tags = f"{tag}, " if tag else ""
+            lines.append(
+                f"  {gantt_text(row.id)} :{tags}{node[row.id]}, "
+                f"{gantt_time(row.started)}, {gantt_time(end)}"
+            )
+    return lines
+
+
+def _natural(text: str) -> tuple[str, int]:
+    """gw2 before gw10."""
+    stem = text.rstrip("0123456789")
+    return stem, int(text[len(stem) :] or -1)
+
+
+def _start(row: PhaseRow) -> datetime:
+    assert row.started is not None
+    return row.started
+
+
+def gantt_time(moment: datetime) -> str:
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%d %H:%M:%S.") + f"{utc.microsecond // 1000:03d}"
+
+
+def table(rows: tuple[PhaseRow, ...]) -> list[str]:
+    lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
+    for row in rows:
+        cells = cells_of(row)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def cells_of(row: PhaseRow) -> tuple[str, ...]:
+    """A row's table cells as text, in ``TABLE_HEAD``'s order."""
+    status = row.status
+    if status == "completed" and not row.this_run:
+        status = "completed earlier"
+    tokens = f"{row.tokens_in}/{row.tokens_out}" if row.tokens_in or row.tokens_out else "-"
+    return (
+        row.id,
+        status,
+        str(row.attempts) if row.attempts else "-",
+        seconds(row.duration) if row.this_run else "-",
+        row.agent or "-",
+        row.worker or "-",
+        tokens,
+        money(row.cost) if row.cost else "-",
+        "yes" if row.unverified else "",
+        row.note,
+    )
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 60:
+        return f"{value:.2f}s" if value < 10 else f"{value:.1f}s"
+    minutes, rest = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def money(value: float) -> str:
+    if not value:
+        return "$0"
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"

@@ -1,0 +1,48 @@
+"""The snapshot as a live view: rewritten about once a second while the session changes.
+
+A transition costs one journal append; rewriting the snapshot costs time proportional to the
+plan. Doing that on a timer, in a thread of its own, keeps the first flat and still lets a reader
+of the Markdown file (``cat``, a second terminal, another tool) see the run within a second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+# A plan so large that writing its snapshot takes a while is rewritten less often, so that the
+# thread never takes more than about a fifth of the time the run has.
+_SHARE = 5.0
+
+
+class Refresher:
+    """Calls ``refresh`` every ``interval`` seconds (or every five times what the last call took,
+    if longer) until ``stop``; ``refresh`` says whether it wrote anything."""
+
+    def __init__(self, interval: float, refresh: Callable[[], bool]) -> None:
+        self._interval = interval
+        self._refresh = refresh
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="maestro-snapshot", daemon=True)
+        self.errors = 0  # refreshes that failed (a full disk); the closing fold reports its own
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ends the thread; returns once it has ended (a refresh under way finishes first)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        wait = self._interval
+        while not self._stop.wait(wait):
+            started = time.monotonic()
+            try:
+                self._refresh()
+            except OSError:
+                # The journal holds every change: a view that could not be written only lags.
+                self.errors += 1
+            wait = max(self._interval, _SHARE * (time.monotonic() - started))

@@ -1,0 +1,121 @@
+"""The run's rows as plain text columns (the terminal summary, ``--maestro-status``) and as
+``summary.json``: Maestro's dispatch summary fields, then ours per phase."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from .rows import PhaseRow, RunView
+from .run_report import TABLE_HEAD, cells_of, money, seconds
+
+
+def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
+    """Left-aligned columns; the last one (the note) cut to fit ``width`` when it is given."""
+    cells = [TABLE_HEAD, *(cells_of(row) for row in rows)]
+    sizes = [max(len(line[i]) for line in cells) for i in range(len(TABLE_HEAD) - 1)]
+    room = max(width - sum(sizes) - 2 * len(sizes), _MIN_NOTE) if width else 0
+    lines = []
+    for line in cells:
+        note = line[-1]
+        if room and len(note) > room:
+            note = note[: room - 1] + "…"
+        padded = [cell.ljust(size) for cell, size in zip(line[:-1], sizes, strict=True)]
+        lines.append("  ".join([*padded, note]).rstrip())
+    return lines
+
+
+_MIN_NOTE = 30
+
+
+def totals_lines(run: RunView) -> list[str]:
+    counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
+    tokens_in, tokens_out, tokens_cached = run.tokens
+    lines = [
+        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
+        f"{tokens_cached} cached; cost {money(run.cost)}"
+    ]
+    if run.wall_time is not None:
+        gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
+        lines.append(
+            f"wall time {seconds(run.wall_time)} against {seconds(run.phase_time)} of phase "
+            f"time{gain}"
+        )
+        lines.append(
+            f"critical path as it ran: {' -> '.join(run.critical_path)} "
+            f"({seconds(run.critical_time)})"
+        )
+    return lines
+
+
+def _time(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="milliseconds")
+
+
+def phase_dict(row: PhaseRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "status": row.status,
+        "this_run": row.this_run,
+        "agent": row.agent or None,
+        "worker": row.worker,
+        "attempts": row.attempts,
+        "start": _time(row.started),
+        "finish": _time(row.finished),
+        "duration_seconds": None if row.duration is None else round(row.duration, 3),
+        "tokens": {"input": row.tokens_in, "output": row.tokens_out, "cached": row.tokens_cached},
+        "cost": round(row.cost, 6),
+        "unverified": row.unverified,
+        "error": row.note or None,
+    }
+
+
+def summary_dict(run: RunView) -> dict[str, Any]:
+    """Maestro's dispatch summary (an agent per phase this run dispatched) and the session."""
+    ran = [row for row in run.rows if row.executed]
+    ok = [row for row in ran if row.status == "completed"]
+    bad = [row for row in ran if row.status in ("failed", "blocked")]
+    if not bad:
+        batch = "success" if len(ok) == len(ran) else "in_progress"
+    else:
+        batch = "failed" if not ok else "partial_failure"
+    return {
+        "batch_status": batch,
+        "total_agents": len(ran),
+        "succeeded": len(ok),
+        "failed": len(bad),
+        "wall_time_seconds": round(run.wall_time or 0.0, 3),
+        "agents": [
+            {
+                "name": row.agent or row.id,
+                "phase": row.id,
+                "exit_code": None if row.status == "in_progress" else int(row in bad),
+                "status": _AGENT_STATUS[row.status],
+            }
+            for row in ran
+        ],
+        "plan": run.plan,
+        "session_id": run.session_id,
+        "session_status": run.status,
+        "all_completed": run.all_completed,
+        "phase_time_seconds": round(run.phase_time, 3),
+        "critical_path": list(run.critical_path),
+        "tokens": dict(zip(("input", "output", "cached"), run.tokens, strict=True)),
+        "cost": round(run.cost, 6),
+        "phases": [phase_dict(row) for row in run.rows],
+    }
+
+
+# Maestro's agent statuses; the phase's own status is in ``phases``.
+_AGENT_STATUS = {
+    "completed": "success",
+    "failed": "failed",
+    "blocked": "failed",
+    "in_progress": "running",
+}
+
+
+def summary_json(run: RunView) -> str:
+    return json.dumps(summary_dict(run), indent=2, ensure_ascii=False) + "\n"
