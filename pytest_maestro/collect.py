@@ -11,7 +11,7 @@ from ._compat import TerminalRepr, skip_at_item
 from .facts import PhaseFacts, SkipReason, iso_time
 from .orchestrator import Orchestrator
 from .plan import Phase
-from .report import render_failure
+from .report import failure_message, render_failure
 from .runner import PhaseOutcome
 from .state.model import Tokens
 
@@ -126,6 +126,7 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         finished=iso_time(outcome.finished),
         duration=round(outcome.finished - outcome.started, 3),
         result=handoff.status_line or (last.message if last and last.text else None),
+        failure=failure_message(outcome),
         tokens_in=tokens.input if spent else None,
         tokens_out=tokens.output if spent else None,
         tokens_cached=tokens.cached if spent else None,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .agents import Agent, AgentRegistry, generic_agent, normalise
 from .budget import Budget
+from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .plan import Phase, Plan
@@ -70,6 +71,7 @@ class Orchestrator:
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
+        self.progress: Progress | None = None  # told when a phase starts, retries, waits
 
     # -- the session state ---------------------------------------------------------------------
 
@@ -284,6 +286,7 @@ class Orchestrator:
             ignored=(self.state_dir.relative_to(self.root).as_posix() + "/",),
             concurrent_files=self.concurrent_files(phase) if agent_cli else frozenset(),
             log_limit=int(self.settings.log_limit * 1024 * 1024),
+            progress=self.progress,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))

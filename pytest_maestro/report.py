@@ -22,6 +22,14 @@ def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
     return "\n".join(lines)
 
 
+def failure_message(outcome: PhaseOutcome) -> str | None:
+    """One line saying why a phase did not complete: its last attempt's first problem (the
+    agent's status line or error, a failed check, a file problem), as a JUnit message says it."""
+    if outcome.ok or not outcome.attempts:
+        return None
+    return outcome.attempts[-1].problem
+
+
 def _attempt_lines(attempt: Attempt) -> list[str]:
     label = f"attempt {attempt.number}: " if attempt.number else ""
     lines: list[str] = []
