@@ -9,6 +9,7 @@ import pytest
 
 from ._compat import TerminalRepr, skip_at_item
 from .facts import PhaseFacts, SkipReason, iso_time
+from .junit import attach_output
 from .orchestrator import Orchestrator
 from .plan import Phase
 from .report import failure_message, render_failure
@@ -65,6 +66,7 @@ class PhaseItem(pytest.Item):
         self.maestro.phase_started(self.phase)
         outcome = self.maestro.run_phase(self.phase)
         self.stash[OUTCOME_KEY] = outcome
+        attach_output(self.config, self, outcome)
         if not outcome.ok:
             raise PhaseFailed(outcome)
 
