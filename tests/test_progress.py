@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +67,50 @@ def test_progress_lines_in_a_run_whose_output_is_not_a_terminal(
     assert names == {"main"} if not workers else all(n.startswith("gw") for n in names)
     # The finish lines stand in for pytest's result letters: no letter is left on its own line.
     assert not [line for line in out if re.fullmatch(r"[.F]+", line.strip())]
+
+
+def _in_a_terminal(cwd: Path, *args: str) -> str:
+    """What pytest writes when its output is a terminal (a pseudo-terminal here), as text."""
+    pty = pytest.importorskip("pty")
+    main, child = pty.openpty()
+    argv = [sys.executable, "-m", "pytest", *args]
+    # pytester turns colours off through the environment; the terminal alone decides here.
+    env = {k: v for k, v in os.environ.items() if k not in ("PY_COLORS", "NO_COLOR", "FORCE_COLOR")}
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=child, stderr=child
+    )
+    os.close(child)
+    chunks = []
+    try:
+        while select.select([main], [], [], 120)[0]:  # a guard against a hang, not a timing
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(main)
+        proc.kill()
+        proc.wait()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", WORKERS.values(), ids=WORKERS.keys())
+def test_progress_lines_in_a_terminal_are_whole_and_coloured(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    _chain(pytester)
+    text = _in_a_terminal(
+        pytester.path, "--maestro", "plan.yaml", "-p", "no:cacheprovider", *workers
+    )
+    assert "\x1b[32mmaestro [" in text and "\x1b[31mmaestro [" in text  # finished: green, red
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    # What the terminal shows of each line: the text after its last carriage return.
+    assert len(_events([line.rsplit("\r", 1)[-1] for line in plain.split("\r\n")])) == 5
+    assert "1 failed, 1 passed, 1 skipped" in plain
 
 
 def test_quiet_runs_show_no_progress(pytester: pytest.Pytester) -> None:
