@@ -65,7 +65,10 @@ class ProgressLines:
         self.config = config
 
     def here(self, event: PhaseEvent) -> None:
-        """An event of a phase running in this process: under pytest's output capture."""
+        """An event of a phase running in this process: under pytest's output capture (lifting
+        it costs system calls: not for a line that ``-q`` would not print)."""
+        if not self.on:
+            return
         with outside_capture(self.config):
             self.show(replace(event, worker=LOCAL_WORKER))
 
@@ -135,7 +138,8 @@ class EventSender:
             self.current = (nodeid, location)
 
     def send(self, event: PhaseEvent) -> None:
-        if self.current is None:
+        # A worker has the controller's options: under -q the controller would print nothing.
+        if self.current is None or self.config.get_verbosity() < 0:
             return
         nodeid, (path, line, _) = self.current
         wire = replace(event, worker=self.worker).to_wire()
