@@ -51,7 +51,7 @@ def _critical_path(maestro: Orchestrator) -> str:
         seconds = sum(run.duration(p) for p in path)
         cost = f"{_count(len(path), 'phase')}, ~{duration_text(seconds)}"
         if len(known) < len(path):
-            cost += f" ({len(path) - len(known)} without an estimate counted as 1s)"
+            cost += f"; {len(path) - len(known)} without an estimate, counted as 1s each"
     return f"{' -> '.join(names)} ({cost})"
 
 
