@@ -19,13 +19,14 @@ RETRY = "retry"
 WAITING = "waiting"
 FINISHED = "finished"
 KINDS = (STARTED, RETRY, WAITING, FINISHED)
+DETAIL_LIMIT = 200  # characters of a line's detail
 
 
 @dataclass(frozen=True)
 class PhaseEvent:
     phase: str
     kind: str  # one of KINDS
-    elapsed: float = 0.0  # seconds since the phase started
+    elapsed: float | None = 0.0  # seconds since the phase started; None: not known (a crash)
     attempt: int | None = None  # 1-based: the attempt starting (retry) or made (finished)
     attempts: int | None = None  # the most the phase may make
     worker: str | None = None  # set by the process that sends it on
@@ -52,7 +53,7 @@ class PhaseEvent:
         return cls(
             facts.phase,
             FINISHED,
-            elapsed=facts.duration or 0.0,
+            elapsed=facts.duration,
             attempt=facts.attempts,
             worker=facts.worker,
             detail="" if facts.status == "completed" else (facts.failure or facts.result or ""),
@@ -65,7 +66,7 @@ class PhaseEvent:
         return f"maestro {where}{self.phase}: {self._what()}"
 
     def _what(self) -> str:
-        after = duration_text(self.elapsed)
+        after = duration_text(self.elapsed or 0.0)
         if self.kind == STARTED:
             most = f" (up to {self.attempts} attempts)" if (self.attempts or 1) > 1 else ""
             return f"started{most}"
@@ -76,7 +77,8 @@ class PhaseEvent:
             return _joined(f"waiting {wait} for a rate limit after {after}", self.detail)
         tries = self.attempt or 0
         made = f" after {tries} attempts" if tries > 1 else ""
-        return _joined(f"{self.status}{made} in {after}", self.detail)
+        took = f" in {after}" if self.elapsed is not None else ""
+        return _joined(f"{self.status}{made}{took}", self.detail)
 
 
 Progress = Callable[[PhaseEvent], None]
@@ -97,4 +99,8 @@ def duration_text(seconds: float) -> str:
 
 
 def _joined(head: str, detail: str) -> str:
+    """A detail is one line however it came (a crash report has many), of bounded length."""
+    detail = " ".join(detail.split())
+    if len(detail) > DETAIL_LIMIT:
+        detail = detail[: DETAIL_LIMIT - 1] + "…"
     return f"{head}: {detail}" if detail else head

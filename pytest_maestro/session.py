@@ -133,6 +133,8 @@ class MaestroSession:
         self.cleanup.close()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.run.decides:  # an xdist worker's header is shown nowhere
+            return []
         workers = config.getoption("numprocesses", None)
         workers = workers if isinstance(workers, int) else 0
         return header_lines(self.maestro, config.invocation_params.dir, workers)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_maestro.events import RETRY, STARTED, WAITING, PhaseEvent, duration_text
+from pytest_maestro.facts import PhaseFacts
 
 from .helpers import phase, write_plan
 
@@ -231,3 +232,11 @@ def test_a_damaged_event_is_none() -> None:
 )
 def test_durations_read_well(seconds: float, text: str) -> None:
     assert duration_text(seconds) == text
+
+
+def test_a_finish_without_a_duration_says_none_and_keeps_to_one_line() -> None:
+    crash = PhaseFacts("a", "failed", worker="gw1", result="worker 'gw1' crashed\nTraceback:\n  x")
+    line = PhaseEvent.finished(crash).line()
+    assert line == "maestro [gw1] a: failed: worker 'gw1' crashed Traceback: x"
+    long = PhaseEvent("a", RETRY, 1.0, 2, 3, "gw0", "x" * 500).line()
+    assert len(long) < 300 and long.endswith("x…")
