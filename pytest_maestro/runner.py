@@ -8,7 +8,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .agent_call import call_agent
@@ -356,5 +356,7 @@ class _Teller:
     def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
         if self.progress is not None:
             elapsed = time.time() - self.started
-            event = PhaseEvent(self.phase_id, kind, elapsed, attempt, self.most, detail=detail)
-            self.progress(event if wait is None else replace(event, wait=wait))
+            event = PhaseEvent(
+                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
+            )
+            self.progress(event)
