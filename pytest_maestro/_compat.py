@@ -8,6 +8,7 @@ release that changes one of these is seen here first. Nothing else in the packag
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,18 @@ def skip_at_item(reason: str) -> BaseException:
     line of the plugin that raised it, as pytest does for skip markers: the private keyword
     ``_use_item_location`` (pytest >= 7.0)."""
     return pytest.skip.Exception(reason, _use_item_location=True)
+
+
+def outside_capture(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """Lift pytest's output capture while writing a line to the terminal from inside a test's
+    call, as pytest's live logging does: the capture manager plugin's
+    ``global_and_fixture_disabled`` (pytest >= 3.7). No public API writes to the terminal then;
+    without it the line would land in the phase's captured output."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None:
+        return contextlib.nullcontext()
+    disabled: contextlib.AbstractContextManager[None] = capman.global_and_fixture_disabled()
+    return disabled
 
 
 # -- JUnit XML --------------------------------------------------------------------------------

@@ -48,10 +48,12 @@ def call_agent(
     max_wait: float,
     ask_again: bool,
     note: Callable[[str], None],
+    waiting: Callable[[float, str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
 ) -> Call:
-    """``note`` writes a line to the phase's log; ``sleep`` and ``rng`` are for tests."""
+    """``note`` writes a line to the phase's log; ``waiting`` hears of each rate-limit wait
+    (seconds, why) before it starts; ``sleep`` and ``rng`` are for tests."""
     rng = rng or random.Random()
     tokens, waited, calls, retries = Tokens(), 0.0, 0, 0
     asked = not ask_again
@@ -66,6 +68,8 @@ def call_agent(
                 return Call(replace(result, message=message), tokens, waited, calls)
             delay = min(backoff(retries, result.retry_after, rng), left)
             note(f"--- {result.message}; waiting {delay:.1f}s before calling again")
+            if waiting is not None:
+                waiting(delay, result.message)
             sleep(delay)
             waited += delay
             retries += 1

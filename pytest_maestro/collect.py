@@ -9,9 +9,10 @@ import pytest
 
 from ._compat import TerminalRepr, skip_at_item
 from .facts import PhaseFacts, SkipReason, iso_time
+from .junit import attach_output
 from .orchestrator import Orchestrator
 from .plan import Phase
-from .report import failure_line, render_failure
+from .report import failure_message, render_failure
 from .runner import PhaseOutcome
 from .state.model import Tokens
 
@@ -65,6 +66,7 @@ class PhaseItem(pytest.Item):
         self.maestro.phase_started(self.phase)
         outcome = self.maestro.run_phase(self.phase)
         self.stash[OUTCOME_KEY] = outcome
+        attach_output(self.config, self, outcome)
         if not outcome.ok:
             raise PhaseFailed(outcome)
 
@@ -127,7 +129,7 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         finished=iso_time(outcome.finished),
         duration=round(outcome.finished - outcome.started, 3),
         result=handoff.status_line or (last.message if last and last.text else None),
-        error=failure_line(outcome),
+        failure=failure_message(outcome),
         tokens_in=tokens.input if spent else None,
         tokens_out=tokens.output if spent else None,
         tokens_cached=tokens.cached if spent else None,

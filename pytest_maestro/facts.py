@@ -87,7 +87,7 @@ class PhaseFacts:
     finished: str | None = None
     duration: float | None = None  # seconds
     result: str | None = None  # a one-line account: the agent's status line, a crash
-    error: str | None = None  # why a failed or blocked phase failed, in one line
+    failure: str | None = None  # one line: which check failed, or why the agent failed
     tokens_in: int | None = None  # what the phase's agent CLI calls used, all attempts
     tokens_out: int | None = None
     tokens_cached: int | None = None

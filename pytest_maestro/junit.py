@@ -1,21 +1,24 @@
-"""Phase facts in the JUnit XML file, written only by the controller.
+"""Phases in the JUnit XML file: facts as properties, a short failure message, the phase's output.
 
 xunit2 (pytest's default) allows no ``<properties>`` inside a testcase, so per-phase facts go in
 the testsuite's properties as ``maestro.<phase id>.<fact>``; under ``junit_family=xunit1`` each
-testcase also gets them as ``maestro.<fact>``.
+testcase also gets them as ``maestro.<fact>``. Only the controller writes the file.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from ._compat import junit_suite
+from ._compat import TerminalRepr, junit_suite
 from .facts import PhaseFacts
 from .plan import Plan
+from .report import phase_output
+from .runner import PhaseOutcome
 
 PHASE_FACTS = (
     "status",
@@ -30,11 +33,14 @@ PHASE_FACTS = (
     "cost",
     "unverified",
 )
+# junit_logging values that put captured standard output in <system-out>.
+LOGS_STDOUT = ("system-out", "out-err", "all")
 
 
 def record_phase(
     config: pytest.Config, report: pytest.TestReport, facts: PhaseFacts, agent: str, wave: int
 ) -> None:
+    shorten_failure(report, facts)
     suite = junit_suite(config)
     if suite is None:
         return
@@ -57,3 +63,41 @@ def record_session(config: pytest.Config, plan: Plan, outcomes: Mapping[str, str
     suite.add_property("maestro.phases", len(plan.phases))
     for status in ("completed", "failed", "blocked", "skipped"):
         suite.add_property(f"maestro.{status}", counts.get(status, 0))
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Where and why, in one line: what a JUnit ``<failure message>`` and pytest's short summary
+    read from a report's ``longrepr.reprcrash``."""
+
+    path: str
+    lineno: int
+    message: str
+
+
+class PhaseFailure(TerminalRepr):
+    """A failed phase's report: the full text for the terminal and the JUnit body, and a one-line
+    message (which check failed, or the agent's status line) for ``<failure message>``."""
+
+    def __init__(self, text: str, crash: Crash) -> None:
+        self.text = text
+        self.reprcrash = crash
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+
+def shorten_failure(report: pytest.TestReport, facts: PhaseFacts) -> None:
+    """Give a failed phase's report its one-line message. Done on the controller: the text is
+    all an xdist worker's report brings of the failure."""
+    if report.failed and facts.failure and isinstance(report.longrepr, str):
+        path, line, _ = report.location
+        report.longrepr = PhaseFailure(report.longrepr, Crash(path, (line or 0) + 1, facts.failure))
+
+
+def attach_output(config: pytest.Config, item: pytest.Item, outcome: PhaseOutcome) -> None:
+    """The phase's output as the call's captured standard output, where ``junit_logging`` puts
+    that in ``<system-out>``: pytest writes it there, and shows it with a failure."""
+    if config.getoption("xmlpath", None) and config.getini("junit_logging") in LOGS_STDOUT:
+        item.add_report_section("call", "stdout", phase_output(outcome))

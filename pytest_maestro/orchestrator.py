@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .agents import Agent, AgentRegistry, generic_agent, normalise
 from .budget import Budget
+from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
@@ -73,6 +74,7 @@ class Orchestrator:
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
+        self.progress: Progress | None = None  # told when a phase starts, retries, waits
         self.written: Written | None = None  # the run's summary and report, once it ended
         self.isolation = self._isolation() if settings.isolate == "worktree" else None
 
@@ -318,6 +320,7 @@ class Orchestrator:
             else frozenset(),
             log_limit=int(self.settings.log_limit * 1024 * 1024),
             isolation=self.isolation,
+            progress=self.progress,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))

@@ -137,6 +137,7 @@ def show_status(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("maestro"):
         return
+    from . import progress
     from .collect import ORCHESTRATOR_KEY
     from .orchestrator import Orchestrator
     from .session import MaestroSession, durations_key
@@ -167,6 +168,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # phases (plan.yaml::p3) select those phases, as -k would.
     config.args = phase_node_ids(config.args, plan.path) or [str(plan.path)]
     config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
+    progress.register(config, maestro)
     if config.pluginmanager.hasplugin("xdist"):
         from . import xdist_hooks
 

@@ -111,7 +111,7 @@ class Recorder:
             record["downstream_context"] = facts.downstream
         if facts.unverified:
             record["unverified"] = True
-        error = facts.error or _last_line(facts.result)
+        error = facts.failure or _last_line(facts.result)
         if status in (Status.FAILED, Status.BLOCKED) and error:
             record["errors"] = [{"type": status.value, "message": error}]
         if status is Status.COMPLETED:  # its declared files passed the spot check

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .files import shown
 from .plan import Phase
 from .runner import Attempt, PhaseOutcome
+
+OUTPUT_LIMIT = 64 * 1024  # bytes of a phase's log, and of its agent's reply, in a JUnit file
 
 
 def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
@@ -22,23 +25,36 @@ def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
     return "\n".join(lines)
 
 
-def failure_line(outcome: PhaseOutcome) -> str | None:
-    """Why a failed or blocked phase failed, in one line: its last attempt's first problem."""
+def failure_message(outcome: PhaseOutcome) -> str | None:
+    """One line saying why a phase did not complete: its last attempt's first problem (the
+    agent's status line or error, a failed check, a file problem), as a JUnit message says it."""
     if outcome.ok or not outcome.attempts:
         return None
-    attempt = outcome.attempts[-1]
-    if not attempt.agent.ok:
-        line = attempt.agent.message
-    elif attempt.check_failures:
-        failure = attempt.check_failures[0]
-        how = "timed out" if failure.timed_out else f"exit code {failure.exit_code}"
-        line = f"check failed: {failure.criterion} ({how})"
-    elif attempt.file_problems:
-        line = attempt.file_problems[0]
-    else:
-        return None
-    label = f"attempt {attempt.number}: " if attempt.number else ""
-    return label + " ".join(line.split())
+    return outcome.attempts[-1].problem
+
+
+def phase_output(outcome: PhaseOutcome, limit: int = OUTPUT_LIMIT) -> str:
+    """What the phase wrote, for a JUnit file: its log (commands, their output, the agent CLI's
+    errors) and the last reply of its agent, each cut to its last ``limit`` bytes."""
+    parts = [_last_bytes(outcome.log, limit)]
+    reply = outcome.attempts[-1].agent.text if outcome.attempts else ""
+    if reply:
+        number = outcome.attempts[-1].number
+        cut = reply.encode()[-limit:].decode("utf-8", "replace")
+        parts.append(f"--- the agent's reply, attempt {number} ---\n{cut}")
+    return "\n".join(part.rstrip("\n") for part in parts if part) + "\n"
+
+
+def _last_bytes(path: Path, limit: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - limit))
+            data = handle.read()
+    except OSError:
+        return ""
+    head = f"[... first {size - limit} bytes of {path.name} cut ...]\n" if size > limit else ""
+    return head + data.decode("utf-8", "replace")
 
 
 def _attempt_lines(attempt: Attempt) -> list[str]:

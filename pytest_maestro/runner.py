@@ -15,6 +15,7 @@ from pathlib import Path
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
+from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
 from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import GitError, changed_files, changed_since
 from .handoff import Handoff, parse_handoff
@@ -32,6 +33,8 @@ from .process import (
 )
 from .runtimes import AgentRequest, AgentResult, Runtime
 from .state.model import Tokens
+
+PROBLEM_LIMIT = 200  # characters of a one-line problem: a message, not the output
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,20 @@ class Attempt:
     @property
     def ok(self) -> bool:
         return self.agent.ok and not self.check_failures and not self.file_problems
+
+    @property
+    def problem(self) -> str:
+        """One line: the attempt's first problem (the agent's status line or error, a failed
+        check, a file problem)."""
+        if not self.agent.ok:
+            text = self.agent.message
+        elif self.check_failures:
+            more = len(self.check_failures) - 1
+            text = f"check failed: {self.check_failures[0].criterion}"
+            text += f" (and {more} more)" if more else ""
+        else:
+            text = self.file_problems[0] if self.file_problems else self.agent.status
+        return " ".join(text.split())[:PROBLEM_LIMIT]
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,7 @@ class RunConfig:
     concurrent_files: frozenset[str] = frozenset()
     log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
     isolation: Isolation | None = None  # each phase in a worktree of its own, merged back
+    progress: Progress | None = None  # told when the phase starts, retries, waits
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -162,10 +180,12 @@ class PhaseRunner:
         cfg = self.config
         log = out.path
         started = time.time()
+        retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
+        tell = _Teller(phase.id, started, retries + 1, cfg.progress)
+        tell(STARTED, 1, "")
         blocked = self._preflight(phase, log)
         if blocked is not None:
             return PhaseOutcome(phase.id, "blocked", (blocked,), log, started, time.time())
-        retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
         try:
             before = FileSnapshot.take(self.root, phase)
         except OutsideRoot as refused:
@@ -180,11 +200,13 @@ class PhaseRunner:
                 attempts.append(Attempt(number, AgentResult("failed", spent)))
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
+                tell(RETRY, number, attempts[-1].problem)
                 keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
                 for restored in before.restore(keep):
                     out.write_line(f"--- {restored.line(self.root)}")
             out.begin_attempt()
-            attempt = self._attempt(phase, number, attempts[-1] if attempts else None, out, before)
+            previous = attempts[-1] if attempts else None
+            attempt = self._attempt(phase, number, previous, out, before, tell)
             attempts.append(attempt)
             if attempt.ok:
                 unverified = cfg.agent_cli and not attempt.checked
@@ -277,6 +299,7 @@ class PhaseRunner:
         previous: Attempt | None,
         out: PhaseLog,
         before: FileSnapshot,
+        tell: _Teller,
     ) -> Attempt:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
@@ -305,6 +328,7 @@ class PhaseRunner:
             max_wait=cfg.max_wait,
             ask_again=cfg.agent_cli,
             note=out.write_line,
+            waiting=lambda delay, why: tell(WAITING, number, why, delay),
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)
@@ -393,3 +417,21 @@ class PhaseRunner:
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult("blocked", message), (failure,))
         return None
+
+
+@dataclass(frozen=True)
+class _Teller:
+    """What the runner calls to tell ``progress`` of an event (nothing without one)."""
+
+    phase_id: str
+    started: float  # epoch seconds
+    most: int  # attempts the phase may make
+    progress: Progress | None
+
+    def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
+        if self.progress is not None:
+            elapsed = time.time() - self.started
+            event = PhaseEvent(
+                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
+            )
+            self.progress(event)

@@ -18,6 +18,7 @@ from . import junit
 from ._compat import remember_failed, runs_distributed, stop_message, stop_session
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .facts import PhaseFacts, SkipKind, SkipReason
+from .header import header_lines
 from .orchestrator import Orchestrator
 from .outputs import summary_lines
 from .process import interrupted_by
@@ -156,11 +157,11 @@ class MaestroSession:
         self.cleanup.close()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        plan = self.maestro.plan
-        return [
-            f"maestro: {plan.path} ({plan.format}, {len(plan.phases)} phases), "
-            f"root {self.maestro.root}"
-        ]
+        if not self.run.decides:  # an xdist worker's header is shown nowhere
+            return []
+        workers = config.getoption("numprocesses", None)
+        workers = workers if isinstance(workers, int) else 0
+        return header_lines(self.maestro, config.invocation_params.dir, workers)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         written = self.maestro.written

@@ -28,5 +28,5 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         worker=crashed_worker_id(report),
         finished=iso_time(time.time()),
         result=str(report.longrepr),
-        error=" ".join(str(report.longrepr).split())[:300],
+        failure=" ".join(str(report.longrepr).split())[:300],
     ).attach(report)

@@ -371,6 +371,7 @@ def test_done_tasks_are_skipped_and_count_for_their_dependents(pytester: pytest.
     result = pytester.runpytest("--maestro", "tasks.md", "--maestro-runtime=record", "-rs")
     result.assert_outcomes(passed=5, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED*tasks.md:5: done in the plan"])
+    result.stdout.fnmatch_lines(["maestro: 6 phases in * waves: 1 done in the plan, 5 to run"])
     ran = (pytester.path / "ran.txt").read_text().split()
     assert "1" not in ran and ran.index("2.1") < ran.index("2.3") and ran[-1] in ("2.4", "3")
     # -m "not optional" leaves out 2.4 and holds nothing else back

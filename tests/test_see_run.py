@@ -104,7 +104,7 @@ def test_report_summary_and_step_summary_tell_the_same_run(
         "c": 0,
         "bad": 1,
     }
-    assert phases["bad"]["error"] == "attempt 1: command exited 1: false"
+    assert phases["bad"]["error"] == "command exited 1: false"
     assert phases["after-bad"]["error"] == "dependency 'bad' failed"
     assert summary["wall_time_seconds"] >= 0.3
     # the terminal summary: the table, totals, the path as it ran, where things are
@@ -113,7 +113,7 @@ def test_report_summary_and_step_summary_tell_the_same_run(
             "*- maestro -*",
             "phase*status*attempts*duration*agent*worker*tokens*cost*unverified*note",
             "a *completed*1*",
-            "bad *failed*1*attempt 1: command exited 1: false",
+            "bad *failed*1*command exited 1: false",
             "after-bad *skipped*dependency 'bad' failed",
             "5 phases: 3 completed, 1 failed, 1 skipped; tokens 0 in, 0 out, 0 cached; cost $0",
             "wall time * against * of phase time (*x)",
@@ -241,7 +241,7 @@ def test_status_beside_a_running_plan_and_after_it(
             "maestro: * session *: running (pid *",
             "phase*status*attempts*duration*agent*note",
             "a *completed*",
-            "bad *failed*attempt 1: command exited 1: false",
+            "bad *failed*command exited 1: false",
             "after-bad *skipped*dependency 'bad' failed",
             "hold *in_progress*",
         ]

@@ -1,0 +1,106 @@
+"""What a running phase says while it runs: started, retrying, waiting out a rate limit, finished.
+
+A ``PhaseEvent`` is born where the phase runs (the runner, or the controller for a finish) and
+becomes one line of live progress; ``progress.py`` carries it to the process that prints. The wire
+format is a short JSON text, written and read only here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .facts import PhaseFacts
+
+STARTED = "started"
+RETRY = "retry"
+WAITING = "waiting"
+FINISHED = "finished"
+KINDS = (STARTED, RETRY, WAITING, FINISHED)
+DETAIL_LIMIT = 200  # characters of a line's detail
+
+
+@dataclass(frozen=True)
+class PhaseEvent:
+    phase: str
+    kind: str  # one of KINDS
+    elapsed: float | None = 0.0  # seconds since the phase started; None: not known (a crash)
+    attempt: int | None = None  # 1-based: the attempt starting (retry) or made (finished)
+    attempts: int | None = None  # the most the phase may make
+    worker: str | None = None  # set by the process that sends it on
+    detail: str = ""  # one line: why a retry, the limit waited for, how a phase ended
+    wait: float | None = None  # seconds of a rate-limit wait
+    status: str | None = None  # a finished phase's status
+
+    def to_wire(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v not in (None, "")})
+
+    @classmethod
+    def from_wire(cls, text: str) -> PhaseEvent | None:
+        """None for a text that is not an event (from another version, or damaged)."""
+        try:
+            data: dict[str, Any] = json.loads(text)
+            event = cls(**data)
+        except (ValueError, TypeError):
+            return None
+        return event if event.kind in KINDS else None
+
+    @classmethod
+    def finished(cls, facts: PhaseFacts) -> PhaseEvent:
+        """A phase that ran, from the facts its report carries."""
+        return cls(
+            facts.phase,
+            FINISHED,
+            elapsed=facts.duration,
+            attempt=facts.attempts,
+            worker=facts.worker,
+            detail="" if facts.status == "completed" else (facts.failure or facts.result or ""),
+            status=facts.status,
+        )
+
+    def line(self) -> str:
+        """The progress line: ``[worker] phase: what happened``."""
+        where = f"[{self.worker}] " if self.worker else ""
+        return f"maestro {where}{self.phase}: {self._what()}"
+
+    def _what(self) -> str:
+        after = duration_text(self.elapsed or 0.0)
+        if self.kind == STARTED:
+            most = f" (up to {self.attempts} attempts)" if (self.attempts or 1) > 1 else ""
+            return f"started{most}"
+        if self.kind == RETRY:
+            return _joined(f"attempt {self.attempt} of {self.attempts} after {after}", self.detail)
+        if self.kind == WAITING:
+            wait = duration_text(self.wait or 0.0)
+            return _joined(f"waiting {wait} for a rate limit after {after}", self.detail)
+        tries = self.attempt or 0
+        made = f" after {tries} attempts" if tries > 1 else ""
+        took = f" in {after}" if self.elapsed is not None else ""
+        return _joined(f"{self.status}{made}{took}", self.detail)
+
+
+Progress = Callable[[PhaseEvent], None]
+
+
+def duration_text(seconds: float) -> str:
+    """0.25s, 12s, 3m05s, 1h02m: precise while short, readable when long."""
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _joined(head: str, detail: str) -> str:
+    """A detail is one line however it came (a crash report has many), of bounded length."""
+    detail = " ".join(detail.split())
+    if len(detail) > DETAIL_LIMIT:
+        detail = detail[: DETAIL_LIMIT - 1] + "…"
+    return f"{head}: {detail}" if detail else head
