@@ -399,3 +399,19 @@ def test_forcing_an_old_format_on_a_task_list_is_one_line(pytester: pytest.Pytes
     errors = [line for line in result.stderr.lines if line.strip()]
     assert len(errors) == 1, errors
     assert errors[0].startswith("ERROR: tasks.md: not a maestro-md plan (")
+
+
+def test_tasks_that_only_look_at_files_read_them_and_write_none(tmp_path: Path) -> None:
+    plan = load_plan(PLANS / "speckit-aeon-observability.md")
+    verify = plan.phase("T002")  # "Verify existing observability module structure: …"
+    assert verify.files.all() == ()
+    assert "aeon/observability/models.py" in verify.reads
+    assert plan.phase("T004").files.modify == ("aeon/observability/helpers.py",)
+    tasks = tmp_path / "tasks.md"
+    tasks.write_text(
+        "# Tasks\n\n- [ ] 1. Review `src/app.py` for dead code\n"
+        "- [ ] 2. Fix the dead code in `src/app.py`\n"
+    )
+    kiro = load_plan(tasks, "kiro")
+    assert (kiro.phase("1").files.all(), kiro.phase("1").reads) == ((), ("src/app.py",))
+    assert (kiro.phase("2").files.modify, kiro.phase("2").reads) == (("src/app.py",), ())

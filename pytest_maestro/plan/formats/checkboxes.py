@@ -19,6 +19,9 @@ _CHECKBOX = re.compile(r"^\[(.)\](\*)?[ \t]+(\S.*)$", re.S)
 _CREATES = re.compile(
     r"^\W*(?:create|add|scaffold|generate|initiali[sz]e|init|write)\b|\bnew\b", re.I
 )
+_READS_ONLY = re.compile(
+    r"^\W*(?:verify|check|review|confirm|inspect|validate|audit|read|analy[sz]e)\b", re.I
+)
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")
 _BARE_AFTER = re.compile(r"\b(?:in|to|into|at)[ \t]+([^\s`'\"(),;]+)")
 _WORD = re.compile(r"[^\s`'\"(),;]+")
@@ -99,6 +102,12 @@ def bare_paths(text: str) -> list[str]:
 
 def says_creates(text: str) -> bool:
     return _CREATES.search(text) is not None
+
+
+def says_reads_only(text: str) -> bool:
+    """A task that only looks at the files it names (``Verify existing a.py``): a phase need not
+    change them, so they are what it reads, not what it writes."""
+    return _READS_ONLY.search(text) is not None
 
 
 def run_commands(text: str) -> list[str]:

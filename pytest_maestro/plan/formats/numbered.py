@@ -170,7 +170,11 @@ def _phase(task: _Task, text: str, deps: tuple[str, ...], titles: dict[str, str]
         for match in _OBSERVABLE.finditer(text)
     ]
     paths = tuple(dict.fromkeys(cb.backticked_paths(text)))
-    files = Files(create=paths) if cb.says_creates(task.title) else Files(modify=paths)
+    reads_only = cb.says_reads_only(task.title)
+    if reads_only:
+        files = Files()
+    else:
+        files = Files(create=paths) if cb.says_creates(task.title) else Files(modify=paths)
     name = task.title if task.title and not md.is_placeholder(task.title) else f"Task {task.id}"
     return Phase(
         id=task.id,
@@ -178,6 +182,7 @@ def _phase(task: _Task, text: str, deps: tuple[str, ...], titles: dict[str, str]
         line=task.item.line,
         blocked_by=tuple(dep for dep in deps if dep != task.id),
         files=files,
+        reads=paths if reads_only else (),
         acceptance=tuple(checks),
         description="\n\n".join([*context, text]),
         tags=("optional",) if task.box.optional else (),

@@ -194,7 +194,8 @@ def _phase(
         name=task.name,
         line=task.item.line,
         blocked_by=tuple(dict.fromkeys(d for d in deps if d != task.id)),
-        files=_files(text, task.name),
+        files=Files() if cb.says_reads_only(task.name) else _files(text, task.name),
+        reads=_paths(text) if cb.says_reads_only(task.name) else (),
         acceptance=(*(Check(f"`{c}` passes", c) for c in commands), *criteria),
         description=f"{section[1]}\n\n{text}" if section else text,
         tags=tuple(dict.fromkeys(tags)),
@@ -211,8 +212,12 @@ def _dependencies_field(source: Source, item: ListItem) -> str | None:
     return None
 
 
+def _paths(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*cb.backticked_paths(text), *cb.bare_paths(text)]))
+
+
 def _files(text: str, name: str) -> Files:
-    paths = list(dict.fromkeys([*cb.backticked_paths(text), *cb.bare_paths(text)]))
+    paths = _paths(text)
     deleted = _DELETES.match(name)
     if deleted and (target := md.clean_path(deleted.group(1))) in paths:
         return Files(delete=(target,), modify=tuple(p for p in paths if p != target))
