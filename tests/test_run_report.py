@@ -188,6 +188,26 @@ def test_summary_has_maestros_dispatch_fields_and_ours() -> None:
     )
 
 
+def test_batch_status_says_success_only_when_every_phase_completed() -> None:
+    def batch(*phases: PhaseState) -> str:
+        doc = SessionDoc("s1", "Demo", "plan.yaml", at(-100), at(20), run_started=at(0))
+        doc.phases.update((p.id, p) for p in phases)
+        return str(summary_dict(view(doc, T0 + timedelta(seconds=30)))["batch_status"])
+
+    done, earlier = state("a", "completed", 1, 2), state("a", "completed", -9, -8)
+    pending = state("b", "pending", None, None)
+    stopped = state("b", "skipped", None, None, result="stopped: budget")
+    assert batch(done, state("b", "completed", 2, 3)) == "success"
+    assert batch(earlier, state("b", "completed", 2, 3)) == "success"
+    assert batch(state("a", "pending", None, None), pending) == "pending"
+    assert batch(done, pending) == "incomplete"  # stopped early, or b was not selected
+    assert batch(earlier, pending) == "incomplete"  # nothing ran this time
+    assert batch(done, stopped) == "incomplete"
+    assert batch(done, state("b", "in_progress", 2, None)) == "in_progress"
+    assert batch(done, state("b", "failed", 2, 3)) == "partial_failure"
+    assert batch(earlier, state("b", "failed", 2, 3)) == "failed"
+
+
 def test_text_table_cuts_only_the_note() -> None:
     lines = text_table(view(diamond(), T0).rows, width=90)
     assert lines[0].split()[:4] == ["phase", "status", "attempts", "duration"]
