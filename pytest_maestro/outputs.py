@@ -4,6 +4,8 @@ at ``--maestro-report``, and the same report appended to GitHub's step summary w
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -49,11 +51,21 @@ def write_outputs(
 
 def _write(path: Path, text: str, problems: list[str], what: str) -> Path | None:
     try:
-        atomic_write(path, text)
+        atomic_write(path, text, _mode(path))
     except OSError as exc:
         problems.append(f"could not write the {what} {path}: {exc.strerror or exc}")
         return None
     return path
+
+
+def _mode(path: Path) -> int:
+    """An existing file keeps its permissions; a new one gets those the umask gives a file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _append(path: Path, text: str, problems: list[str]) -> Path | None:
