@@ -15,7 +15,7 @@ from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
 from .run_report import session_report
 from .runner import preimage_path, replaced_dir
-from .state import Interrupted, SessionDoc, SessionStore, SessionUnwritable, Status, Tokens
+from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
 from .state.journal import fsync_dir
 from .state.model import now
 
@@ -138,10 +138,10 @@ class Recorder:
         except SessionUnwritable as exc:
             self.unwritable = str(exc)
 
-    def close(self) -> SessionDoc:
-        """Fold and unlock the session; what it holds in the end, for the run's reports."""
+    def close(self) -> None:
+        """Fold and unlock the session (StateError when the fold cannot be written: the journal
+        keeps what the snapshot lacks). ``store.document()`` still holds it all, for reports."""
         self.store.close()
-        return self.store.document()
 
 
 def _last_line(text: str | None) -> str | None:

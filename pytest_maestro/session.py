@@ -43,6 +43,7 @@ class MaestroSession:
         self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
         self.stopped = False
         self.interrupted: str | None = None  # Ctrl-C or a signal, and which
+        self.looped = False  # the run got to its phases: a refused one leaves no outputs
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
 
     @pytest.hookimpl
@@ -146,7 +147,7 @@ class MaestroSession:
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
         try:
-            self.maestro.close_state()
+            self.maestro.close_state(outputs=self.looped)
         except StateError as exc:  # a full disk: the journal keeps what the snapshot lacks
             self.maestro.notes.append(str(exc))
             if session.exitstatus == pytest.ExitCode.OK:
@@ -227,6 +228,7 @@ class MaestroSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        self.looped = True
         try:
             return (yield)
         except KeyboardInterrupt as stop:
