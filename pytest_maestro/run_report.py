@@ -43,16 +43,53 @@ def session_report(doc: SessionDoc) -> str:
     return render(view(doc, datetime.now(timezone.utc)), title=False)
 
 
-def render(run: RunView, title: bool = True) -> str:
+def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: int = 0) -> str:
+    """The report; a diagram longer than ``diagram_limit`` characters is left out, and table
+    rows past ``room`` bytes of text are (both with a line that says so), when those are set."""
     lines = [f"# {run.task}: run report", ""] if title else []
-    lines += [*headline(run), "", "## Plan", "", "```mermaid", *flowchart(run.rows), "```", ""]
+    plan = flowchart(run.rows)
+    lines += [*headline(run), "", "## Plan", "", *_diagram(plan, "flowchart", diagram_limit)]
     lines += ["## Timeline", ""]
     if any(row.executed for row in run.rows):
-        lines += ["```mermaid", *gantt(run.rows), "```", ""]
+        lines += _diagram(gantt(run.rows), "Gantt chart", diagram_limit)
     else:
         lines += ["No phase has run yet in this run.", ""]
-    lines += ["## Phases", "", *table(run.rows), ""]
-    return "\n".join(lines)
+    head = "\n".join([*lines, "## Phases", "", ""])
+    rows = table(run.rows)
+    if room:
+        rows = _fit(rows, room - len(head.encode()) - 1)
+    return head + "\n".join(rows) + "\n"
+
+
+def _diagram(lines: list[str], what: str, limit: int) -> list[str]:
+    size = sum(len(line) + 1 for line in lines)
+    if limit and size > limit:
+        return [
+            f"The {what} ({size} characters) is left out here, where it would not fit or "
+            "render; the report `--maestro-report` writes has it.",
+            "",
+        ]
+    return ["```mermaid", *lines, "```", ""]
+
+
+def _fit(rows: list[str], room: int) -> list[str]:
+    """The table's head and as many rows as fit in ``room`` bytes, and a line for the rest."""
+    if sum(len(row.encode()) + 1 for row in rows) <= room:
+        return rows
+    kept, used = rows[:2], 0
+    room -= 200 + sum(len(row.encode()) + 1 for row in kept)  # the note's share
+    for row in rows[2:]:
+        used += len(row.encode()) + 1
+        if used > room:
+            break
+        kept.append(row)
+    left = len(rows) - len(kept)
+    return [
+        *kept,
+        "",
+        f"{left} more phases left out here, to keep within the size GitHub takes;"
+        " the report `--maestro-report` writes and summary.json have every phase.",
+    ]
 
 
 def headline(run: RunView) -> list[str]:

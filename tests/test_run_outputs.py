@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
+
+from pytest_maestro.outputs import MERMAID_LIMIT, STEP_SUMMARY_LIMIT, write_outputs
+from pytest_maestro.state.model import PhaseState, SessionDoc, Status
 
 from .helpers import phase, write_plan
 
@@ -107,3 +113,59 @@ def test_outputs_keep_a_files_mode_and_new_ones_get_the_umasks(
     other = pytester.path / "new.md"
     pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", "new.md")
     assert stat.S_IMODE(other.stat().st_mode) == 0o666 & ~_umask()
+
+
+def _big_session(phases: int) -> SessionDoc:
+    """A run of ``phases`` phases on four workers, each waiting for the one before."""
+    doc = SessionDoc("s1", "Big", "plan.yaml", "2026-03-01T11:00:00Z", "", run_started=_at(0))
+    for i in range(phases):
+        pid = f"phase-{i:05d}"
+        doc.phases[pid] = PhaseState(
+            pid,
+            f"Phase number {i} with a name long enough to matter",
+            status=Status.COMPLETED,
+            started=_at(i + 1),
+            completed=_at(i + 2),
+            worker=f"gw{i % 4}",
+            attempts=1,
+            blocked_by=(f"phase-{i - 1:05d}",) if i else (),
+        )
+    return doc
+
+
+def _at(seconds: int) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+
+
+def test_the_step_summary_of_a_big_plan_stays_within_what_github_takes(tmp_path: Path) -> None:
+    doc = _big_session(15_000)
+    step = tmp_path / "step.md"
+    step.write_text("x" * 300_000 + "\n")  # what the step wrote before
+    env = {"GITHUB_STEP_SUMMARY": str(step)}
+    written = write_outputs(doc, doc.phases, tmp_path, tmp_path / "report.md", env)
+    assert written.problems == () and written.step_summary == step
+    appended = step.read_text()[300_001:]
+    assert step.stat().st_size <= STEP_SUMMARY_LIMIT
+    assert "```mermaid" not in appended
+    assert re.search(r"^The flowchart \(\d+ characters\) is left out here", appended, re.M)
+    assert re.search(r"^The Gantt chart \(\d+ characters\) is left out here", appended, re.M)
+    kept = re.findall(r"^\| phase-\d+ \| completed \|", appended, re.M)
+    assert 5_000 < len(kept) < 15_000
+    assert f"{15_000 - len(kept)} more phases left out here" in appended
+    # the report itself keeps it all
+    report = (tmp_path / "report.md").read_text()
+    assert report.count("```mermaid") == 2
+    assert len(re.findall(r"^\| phase-\d+ \| completed \|", report, re.M)) == 15_000
+
+
+def test_a_step_summary_keeps_the_diagrams_that_render(tmp_path: Path) -> None:
+    doc = _big_session(300)
+    step = tmp_path / "step.md"
+    written = write_outputs(doc, doc.phases, tmp_path, None, {"GITHUB_STEP_SUMMARY": str(step)})
+    assert written.step_summary == step
+    text = step.read_text()
+    assert text.count("```mermaid") == 2 and "left out" not in text
+    assert all(len(block) < MERMAID_LIMIT for block in re.findall(r"```mermaid.*?```", text, re.S))
