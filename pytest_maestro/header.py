@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .events import duration_text
 from .files import shown
 from .orchestrator import Orchestrator
+from .texts import duration_text
 
 PATH_SHOWN = 6  # phases of a critical path named in the header; the rest are counted
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from . import run_report
 from .files import shown
 from .rows import RunView, view
+from .run_report import totals
 from .state.journal import atomic_write
 from .state.model import SessionDoc
-from .summary import summary_json, text_table, totals_lines
+from .summary import summary_json, text_table
 
 SUMMARY_NAME = "summary.json"
 
@@ -121,7 +122,7 @@ def summary_lines(
     ]
     return [
         *text_table(written.run.rows, width),
-        *totals_lines(written.run),
+        *totals(written.run),
         *(f"{name}: {shown(path, cwd)}" for name, path in places),
         *written.problems,
     ]

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from .mermaid import gantt_text, mermaid_id, mermaid_label
 from .rows import PhaseRow, RunView, view
 from .state.model import SessionDoc, Status
+from .texts import duration_text
 
 STYLE = {
     Status.PENDING: "fill:#eeeeee,stroke:#999999",
@@ -92,23 +93,28 @@ def _fit(rows: list[str], room: int) -> list[str]:
     ]
 
 
-def headline(run: RunView) -> list[str]:
-    """The run in a few bullets: phases by status, time, tokens, why it stopped."""
+def totals(run: RunView, arrow: str = "->") -> list[str]:
+    """What the run adds up to, a line each: phases by status, tokens and cost; the wall time
+    against the phases' time; the critical path as it ran. The terminal summary, the status
+    view and the report (as bullets) all say it so."""
     counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
+    tokens_in, tokens_out, tokens_cached = run.tokens
     lines = [
-        f"- {len(run.rows)} phases: {counts or 'none'}; session `{run.session_id}` {run.status}",
+        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
+        f"{tokens_cached} cached; cost {money(run.cost)}"
     ]
     if run.wall_time is not None:
         gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
-        lines.append(
-            f"- wall time {seconds(run.wall_time)} for {seconds(run.phase_time)} of phase time"
-            f"{gain}"
-        )
-        path = " → ".join(run.critical_path)
-        lines.append(f"- critical path as it ran: {path} ({seconds(run.critical_time)})")
-    tokens_in, tokens_out, _ = run.tokens
-    if tokens_in or tokens_out or run.cost:
-        lines.append(f"- tokens {tokens_in} in, {tokens_out} out; cost {money(run.cost)}")
+        wall, phases = duration_text(run.wall_time), duration_text(run.phase_time)
+        lines.append(f"wall time {wall} against {phases} of phase time{gain}")
+        path = f" {arrow} ".join(run.critical_path)
+        lines.append(f"critical path as it ran: {path} ({duration_text(run.critical_time)})")
+    return lines
+
+
+def headline(run: RunView) -> list[str]:
+    """The report's first bullets: the session, the totals, why the run stopped."""
+    lines = [f"- session `{run.session_id}` {run.status}", *(f"- {t}" for t in totals(run, "→"))]
     if run.stop_reason:
         lines.append(f"- stopped: {run.stop_reason}")
     return lines
@@ -192,7 +198,7 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
         row.id,
         status,
         str(row.attempts) if row.attempts else "-",
-        seconds(row.duration) if row.this_run else "-",
+        duration_text(row.duration) if row.this_run else "-",
         row.agent or "-",
         row.worker or "-",
         tokens,
@@ -204,17 +210,6 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 60:
-        return f"{value:.2f}s" if value < 10 else f"{value:.1f}s"
-    minutes, rest = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes}m{rest:02d}s"
-    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def money(value: float) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import shutil
 import signal
-import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from .outputs import summary_lines
 from .process import interrupted_by
 from .skips import report_skip
 from .state import StateError
+from .texts import table_width
 
 # The terminal's category for a phase completed before this run.
 ALREADY_COMPLETED = "already completed"
@@ -170,10 +169,8 @@ class MaestroSession:
             terminalreporter.section("maestro", sep="-")
         if written is not None:
             cwd = self.config.invocation_params.dir
-            # Cut long notes to the terminal's width; a log (CI) keeps them whole.
-            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
             paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
-            for line in summary_lines(written, *paths, cwd, width):
+            for line in summary_lines(written, *paths, cwd, table_width()):
                 terminalreporter.line(line)
         if self.run.resumed:
             terminalreporter.write_line(

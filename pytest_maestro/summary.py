@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .rows import PhaseRow, RunView
-from .run_report import TABLE_HEAD, cells_of, money, seconds
+from .run_report import TABLE_HEAD, cells_of
 
 
 def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
@@ -27,26 +27,6 @@ def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
 
 
 _MIN_NOTE = 30
-
-
-def totals_lines(run: RunView) -> list[str]:
-    counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
-    tokens_in, tokens_out, tokens_cached = run.tokens
-    lines = [
-        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
-        f"{tokens_cached} cached; cost {money(run.cost)}"
-    ]
-    if run.wall_time is not None:
-        gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
-        lines.append(
-            f"wall time {seconds(run.wall_time)} against {seconds(run.phase_time)} of phase "
-            f"time{gain}"
-        )
-        lines.append(
-            f"critical path as it ran: {' -> '.join(run.critical_path)} "
-            f"({seconds(run.critical_time)})"
-        )
-    return lines
 
 
 def _time(moment: datetime | None) -> str | None:

@@ -8,10 +8,12 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_maestro.events import FINISHED, PhaseEvent
 from pytest_maestro.rows import critical_path, parse_time, view
-from pytest_maestro.run_report import GANTT_FORMAT, render, seconds
+from pytest_maestro.run_report import GANTT_FORMAT, cells_of, render
 from pytest_maestro.state.model import PhaseError, PhaseState, SessionDoc, Status, Tokens
 from pytest_maestro.summary import summary_dict, text_table
+from pytest_maestro.texts import duration_text
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -215,12 +217,18 @@ def test_text_table_cuts_only_the_note() -> None:
     assert failed.endswith("…") and "100/20" in failed and "$0.2500" in failed
 
 
-def test_seconds_read_well() -> None:
-    assert [seconds(v) for v in (None, 0.04, 5, 42.25, 125, 7300)] == [
+def test_a_duration_reads_the_same_in_the_table_and_the_progress_lines() -> None:
+    doc = SessionDoc("s1", "Demo", "plan.yaml", at(-100), at(20), run_started=at(0))
+    doc.phases["a"] = state("a", "completed", 1, 13.3, worker="gw0", attempts=1)
+    (row,) = view(doc, T0).rows
+    line = PhaseEvent("a", FINISHED, row.duration, attempt=1, status="completed").line()
+    assert (cells_of(row)[3], line) == ("12s", "maestro a: completed in 12s")
+    assert text_table((row,))[1].split()[3] == "12s"
+    assert [duration_text(v) for v in (None, 0.04, 5, 42.25, 125, 7300)] == [
         "-",
         "0.04s",
         "5.00s",
-        "42.2s",
+        "42s",
         "2m05s",
         "2h01m",
     ]
