@@ -127,6 +127,9 @@ class Orchestrator:
             return
         try:
             recorder.close()
+            if lag := recorder.store.lag:
+                lagged = f"session file {self.paths.snapshot} lagged the run: {lag}"
+                self.notes.append(f"{lagged}; its journal kept every change")
         finally:  # a fold the disk refused still leaves the run's outputs, from memory
             if outputs and self.refused is None:
                 report = Path(self.settings.report) if self.settings.report else None
