@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .facts import PhaseFacts
+from .texts import duration_text
 
 STARTED = "started"
 RETRY = "retry"
@@ -82,20 +83,6 @@ class PhaseEvent:
 
 
 Progress = Callable[[PhaseEvent], None]
-
-
-def duration_text(seconds: float) -> str:
-    """0.25s, 12s, 3m05s, 1h02m: precise while short, readable when long."""
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def _joined(head: str, detail: str) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .events import duration_text
 from .files import shown
 from .orchestrator import Orchestrator
+from .texts import duration_text
 
 PATH_SHOWN = 6  # phases of a critical path named in the header; the rest are counted
 
@@ -27,8 +27,9 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
     if known:
         counts += f": {', '.join(known)}, {total - len(done) - earlier} to run"
     runtimes = Counter(maestro.runtime_name(phase) or "none" for phase in plan.phases)
+    root = shown(maestro.root, cwd.resolve())
     lines = [
-        f"maestro: {shown(plan.path, cwd)} ({plan.format}), root {maestro.root}",
+        f"maestro: {shown(plan.path, cwd)} ({plan.format}), root {root}",
         f"maestro: {counts}",
         f"maestro: critical path {_critical_path(maestro)}",
         f"maestro: {_parallel(maestro, workers)}",

@@ -76,6 +76,7 @@ class Orchestrator:
         self.notes: list[str] = []  # what the run did that users should know of
         self.progress: Progress | None = None  # told when a phase starts, retries, waits
         self.written: Written | None = None  # the run's summary and report, once it ended
+        self.refused: str | None = None  # why the run ran nothing at all (``cannot_run``)
         self.isolation = self._isolation() if settings.isolate == "worktree" else None
 
     def _isolation(self) -> Isolation:
@@ -111,8 +112,9 @@ class Orchestrator:
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
         )
 
-    def close_state(self) -> None:
-        """Close the session, then write the run's summary and report from what it holds."""
+    def close_state(self, outputs: bool = True) -> None:
+        """Close the session, then write the run's summary and report from what it holds, unless
+        not ``outputs`` (a run refused before any phase could start leaves those of the last)."""
         if self.isolation is not None:
             try:
                 self.isolation.close()  # this process's worktree
@@ -121,10 +123,20 @@ class Orchestrator:
             except (IsolationError, OSError) as exc:
                 self.notes.append(f"worktrees not cleaned up: {exc}")
         recorder, self.recorder = self.recorder, None
-        if recorder is not None:
-            final = recorder.close()
-            report = Path(self.settings.report) if self.settings.report else None
-            self.written = write_outputs(final, self.plan.ids, self.state_dir, report, os.environ)
+        if recorder is None:
+            return
+        try:
+            recorder.close()
+            if lag := recorder.store.lag:
+                lagged = f"session file {self.paths.snapshot} lagged the run: {lag}"
+                self.notes.append(f"{lagged}; its journal kept every change")
+        finally:  # a fold the disk refused still leaves the run's outputs, from memory
+            if outputs and self.refused is None:
+                report = Path(self.settings.report) if self.settings.report else None
+                final = recorder.store.document()
+                self.written = write_outputs(
+                    final, self.plan.ids, self.state_dir, report, os.environ
+                )
 
     # -- phases --------------------------------------------------------------------------------
 
@@ -203,7 +215,11 @@ class Orchestrator:
 
     def cannot_run(self, selected: Iterable[str]) -> str | None:
         """Why the first selected phase that cannot run at all cannot, or None: refused before
-        anything runs rather than failed half-way through the plan."""
+        anything runs rather than failed half-way through the plan (and then ``refused``)."""
+        self.refused = self._refusal(selected)
+        return self.refused
+
+    def _refusal(self, selected: Iterable[str]) -> str | None:
         needs_consent: dict[str, Runtime] = {}
         for phase_id in selected:
             phase = self.plan.phase(phase_id)

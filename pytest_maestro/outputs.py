@@ -4,6 +4,8 @@ at ``--maestro-report``, and the same report appended to GitHub's step summary w
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -12,9 +14,10 @@ from pathlib import Path
 from . import run_report
 from .files import shown
 from .rows import RunView, view
+from .run_report import totals
 from .state.journal import atomic_write
 from .state.model import SessionDoc
-from .summary import summary_json, text_table, totals_lines
+from .summary import summary_json, text_table
 
 SUMMARY_NAME = "summary.json"
 
@@ -43,17 +46,53 @@ def write_outputs(
     summary = _write(state_dir / SUMMARY_NAME, summary_json(run), problems, "summary")
     written = _write(report, text, problems, "report") if report is not None else None
     step = env.get("GITHUB_STEP_SUMMARY", "").strip()
-    step_path = _append(Path(step), text, problems) if step else None
+    step_path = _append_bounded(Path(step), run, problems) if step else None
     return Written(run, summary, written, step_path, tuple(problems))
+
+
+# GitHub takes at most 1 MiB of step summary per step, and Mermaid renders no diagram past
+# 50,000 characters (its maxTextSize).
+STEP_SUMMARY_LIMIT = 1024 * 1024
+MERMAID_LIMIT = 50_000
+_LEAST = 4096  # less room than this: nothing useful fits
+
+
+def _append_bounded(path: Path, run: RunView, problems: list[str]) -> Path | None:
+    """The report, cut to what GitHub's step summary takes beside what the step wrote there."""
+    try:
+        used = path.stat().st_size
+    except OSError:
+        used = 0
+    room = STEP_SUMMARY_LIMIT - used
+    if room < _LEAST:
+        problems.append(f"GITHUB_STEP_SUMMARY {path} is full (GitHub takes 1 MiB): no report")
+        return None
+    text = run_report.render(run, diagram_limit=MERMAID_LIMIT, room=room - 1)
+    if len(text.encode()) >= room:  # the diagrams leave the table no room: they go
+        text = run_report.render(run, diagram_limit=1, room=room - 1)
+    if len(text.encode()) >= room:
+        problems.append(f"GITHUB_STEP_SUMMARY {path} has no room left for the report")
+        return None
+    return _append(path, text, problems)
 
 
 def _write(path: Path, text: str, problems: list[str], what: str) -> Path | None:
     try:
-        atomic_write(path, text)
+        atomic_write(path, text, _mode(path))
     except OSError as exc:
         problems.append(f"could not write the {what} {path}: {exc.strerror or exc}")
         return None
     return path
+
+
+def _mode(path: Path) -> int:
+    """An existing file keeps its permissions; a new one gets those the umask gives a file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)  # reading the umask means setting it: put it back at once
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _append(path: Path, text: str, problems: list[str]) -> Path | None:
@@ -83,7 +122,7 @@ def summary_lines(
     ]
     return [
         *text_table(written.run.rows, width),
-        *totals_lines(written.run),
+        *totals(written.run),
         *(f"{name}: {shown(path, cwd)}" for name, path in places),
         *written.problems,
     ]

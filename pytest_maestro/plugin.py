@@ -123,7 +123,7 @@ def show_status(config: pytest.Config) -> int:
         return pytest.ExitCode.USAGE_ERROR
     try:
         settings = Settings.from_config(config)
-        plan = load_plan(settings.plan, settings.format)
+        plan = load_plan(settings.plan, settings.format, settings.tag)
         root = project_root(config, settings.root, plan.root, plan.path, create=False)
         state_dir_inside(root, settings.state_dir)
         text, code = show(plan, root, settings.state_dir, settings.status or "text")
@@ -148,6 +148,9 @@ def pytest_configure(config: pytest.Config) -> None:
         plan = load_plan(settings.plan, settings.format, settings.tag)
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
+        report_outside_state_dir(
+            config.invocation_params.dir, settings.report, root, settings.state_dir
+        )
         maestro = Orchestrator(
             settings,
             plan,
@@ -234,6 +237,18 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         raise SettingsError(
             f"state dir {resolved} already holds files this tool did not write ({shown}): "
             "name a directory of its own"
+        )
+
+
+def report_outside_state_dir(cwd: Path, report: str | None, root: Path, state_dir: str) -> None:
+    """The state dir holds only what this tool writes: a report there would make the next run
+    refuse the directory, so it is refused now."""
+    if not report:
+        return
+    if (cwd / report).resolve().is_relative_to((root / state_dir).resolve()):
+        raise SettingsError(
+            f"--maestro-report {report} is inside the state dir {state_dir}, which holds "
+            "only the session's own files: write the report elsewhere"
         )
 
 

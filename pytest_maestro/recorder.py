@@ -15,9 +15,10 @@ from .plan import Phase, Plan
 from .process import end_groups, read_running_record, running_records
 from .run_report import session_report
 from .runner import preimage_path, replaced_dir
-from .state import Interrupted, SessionDoc, SessionStore, SessionUnwritable, Status, Tokens
+from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
 from .state.journal import fsync_dir
 from .state.model import now
+from .texts import last_line
 
 # Seconds between two rewrites of the session file while the run changes it.
 REFRESH = 1.0
@@ -111,7 +112,7 @@ class Recorder:
             record["downstream_context"] = facts.downstream
         if facts.unverified:
             record["unverified"] = True
-        error = facts.failure or _last_line(facts.result)
+        error = facts.failure or last_line(facts.result)
         if status in (Status.FAILED, Status.BLOCKED) and error:
             record["errors"] = [{"type": status.value, "message": error}]
         if status is Status.COMPLETED:  # its declared files passed the spot check
@@ -138,12 +139,7 @@ class Recorder:
         except SessionUnwritable as exc:
             self.unwritable = str(exc)
 
-    def close(self) -> SessionDoc:
-        """Fold and unlock the session; what it holds in the end, for the run's reports."""
+    def close(self) -> None:
+        """Fold and unlock the session (StateError when the fold cannot be written: the journal
+        keeps what the snapshot lacks). ``store.document()`` still holds it all, for reports."""
         self.store.close()
-        return self.store.document()
-
-
-def _last_line(text: str | None) -> str | None:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else None

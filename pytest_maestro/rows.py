@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from .state.model import PhaseState, SessionDoc, Status
+from .texts import last_line
 
 # Statuses of a phase that ran: started, and finished or still running.
 RAN = frozenset({"completed", "failed", "blocked", "in_progress"})
@@ -193,5 +194,4 @@ def _note(state: PhaseState) -> str:
         text = state.result or ""
     else:
         return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return last_line(text)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from .mermaid import gantt_text, mermaid_id, mermaid_label
 from .rows import PhaseRow, RunView, view
 from .state.model import SessionDoc, Status
+from .texts import duration_text
 
 STYLE = {
     Status.PENDING: "fill:#eeeeee,stroke:#999999",
@@ -43,35 +44,77 @@ def session_report(doc: SessionDoc) -> str:
     return render(view(doc, datetime.now(timezone.utc)), title=False)
 
 
-def render(run: RunView, title: bool = True) -> str:
+def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: int = 0) -> str:
+    """The report; a diagram longer than ``diagram_limit`` characters is left out, and table
+    rows past ``room`` bytes of text are (both with a line that says so), when those are set."""
     lines = [f"# {run.task}: run report", ""] if title else []
-    lines += [*headline(run), "", "## Plan", "", "```mermaid", *flowchart(run.rows), "```", ""]
+    plan = flowchart(run.rows)
+    lines += [*headline(run), "", "## Plan", "", *_diagram(plan, "flowchart", diagram_limit)]
     lines += ["## Timeline", ""]
     if any(row.executed for row in run.rows):
-        lines += ["```mermaid", *gantt(run.rows), "```", ""]
+        lines += _diagram(gantt(run.rows), "Gantt chart", diagram_limit)
     else:
         lines += ["No phase has run yet in this run.", ""]
-    lines += ["## Phases", "", *table(run.rows), ""]
-    return "\n".join(lines)
+    head = "\n".join([*lines, "## Phases", "", ""])
+    rows = table(run.rows)
+    if room:
+        rows = _fit(rows, room - len(head.encode()) - 1)
+    return head + "\n".join(rows) + "\n"
 
 
-def headline(run: RunView) -> list[str]:
-    """The run in a few bullets: phases by status, time, tokens, why it stopped."""
+def _diagram(lines: list[str], what: str, limit: int) -> list[str]:
+    size = sum(len(line) + 1 for line in lines)
+    if limit and size > limit:
+        return [
+            f"The {what} ({size} characters) is left out here, where it would not fit or "
+            "render; the report `--maestro-report` writes has it.",
+            "",
+        ]
+    return ["```mermaid", *lines, "```", ""]
+
+
+def _fit(rows: list[str], room: int) -> list[str]:
+    """The table's head and as many rows as fit in ``room`` bytes, and a line for the rest."""
+    if sum(len(row.encode()) + 1 for row in rows) <= room:
+        return rows
+    kept, used = rows[:2], 0
+    room -= 200 + sum(len(row.encode()) + 1 for row in kept)  # the note's share
+    for row in rows[2:]:
+        used += len(row.encode()) + 1
+        if used > room:
+            break
+        kept.append(row)
+    left = len(rows) - len(kept)
+    return [
+        *kept,
+        "",
+        f"{left} more phases left out here, to keep within the size GitHub takes;"
+        " the report `--maestro-report` writes and summary.json have every phase.",
+    ]
+
+
+def totals(run: RunView, arrow: str = "->") -> list[str]:
+    """What the run adds up to, a line each: phases by status, tokens and cost; the wall time
+    against the phases' time; the critical path as it ran. The terminal summary, the status
+    view and the report (as bullets) all say it so."""
     counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
+    tokens_in, tokens_out, tokens_cached = run.tokens
     lines = [
-        f"- {len(run.rows)} phases: {counts or 'none'}; session `{run.session_id}` {run.status}",
+        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
+        f"{tokens_cached} cached; cost {money(run.cost)}"
     ]
     if run.wall_time is not None:
         gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
-        lines.append(
-            f"- wall time {seconds(run.wall_time)} for {seconds(run.phase_time)} of phase time"
-            f"{gain}"
-        )
-        path = " → ".join(run.critical_path)
-        lines.append(f"- critical path as it ran: {path} ({seconds(run.critical_time)})")
-    tokens_in, tokens_out, _ = run.tokens
-    if tokens_in or tokens_out or run.cost:
-        lines.append(f"- tokens {tokens_in} in, {tokens_out} out; cost {money(run.cost)}")
+        wall, phases = duration_text(run.wall_time), duration_text(run.phase_time)
+        lines.append(f"wall time {wall} against {phases} of phase time{gain}")
+        path = f" {arrow} ".join(run.critical_path)
+        lines.append(f"critical path as it ran: {path} ({duration_text(run.critical_time)})")
+    return lines
+
+
+def headline(run: RunView) -> list[str]:
+    """The report's first bullets: the session, the totals, why the run stopped."""
+    lines = [f"- session `{run.session_id}` {run.status}", *(f"- {t}" for t in totals(run, "→"))]
     if run.stop_reason:
         lines.append(f"- stopped: {run.stop_reason}")
     return lines
@@ -155,7 +198,7 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
         row.id,
         status,
         str(row.attempts) if row.attempts else "-",
-        seconds(row.duration) if row.this_run else "-",
+        duration_text(row.duration) if row.this_run else "-",
         row.agent or "-",
         row.worker or "-",
         tokens,
@@ -167,17 +210,6 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 60:
-        return f"{value:.2f}s" if value < 10 else f"{value:.1f}s"
-    minutes, rest = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes}m{rest:02d}s"
-    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def money(value: float) -> str:

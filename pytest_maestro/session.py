@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import shutil
 import signal
-import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from .outputs import summary_lines
 from .process import interrupted_by
 from .skips import report_skip
 from .state import StateError
+from .texts import table_width
 
 # The terminal's category for a phase completed before this run.
 ALREADY_COMPLETED = "already completed"
@@ -43,6 +42,7 @@ class MaestroSession:
         self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
         self.stopped = False
         self.interrupted: str | None = None  # Ctrl-C or a signal, and which
+        self.looped = False  # the run got to its phases: a refused one leaves no outputs
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
 
     @pytest.hookimpl
@@ -146,7 +146,7 @@ class MaestroSession:
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
         try:
-            self.maestro.close_state()
+            self.maestro.close_state(outputs=self.looped)
         except StateError as exc:  # a full disk: the journal keeps what the snapshot lacks
             self.maestro.notes.append(str(exc))
             if session.exitstatus == pytest.ExitCode.OK:
@@ -169,10 +169,8 @@ class MaestroSession:
             terminalreporter.section("maestro", sep="-")
         if written is not None:
             cwd = self.config.invocation_params.dir
-            # Cut long notes to the terminal's width; a log (CI) keeps them whole.
-            width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
             paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
-            for line in summary_lines(written, *paths, cwd, width):
+            for line in summary_lines(written, *paths, cwd, table_width()):
                 terminalreporter.line(line)
         if self.run.resumed:
             terminalreporter.write_line(
@@ -227,6 +225,7 @@ class MaestroSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        self.looped = True
         try:
             return (yield)
         except KeyboardInterrupt as stop:

@@ -6,18 +6,17 @@ it keeps writing; the reading order in ``read_session`` makes that safe). Nothin
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .plan import Plan
 from .rows import RunView, view
+from .run_report import totals
 from .state import PhaseState, SessionDoc, SessionPaths, read_session
-from .summary import summary_dict, text_table, totals_lines
+from .state.lock import holder_of
+from .summary import summary_dict, text_table
+from .texts import table_width
 
 FORMATS = ("text", "json")
 
@@ -34,7 +33,11 @@ def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
     run = view(doc, datetime.now(timezone.utc), plan.ids)
     code = 0 if run.all_completed else 1
     if fmt == "json":
-        data = {**summary_dict(run), "running": _holder(paths), "session_file": str(paths.snapshot)}
+        data = {
+            **summary_dict(run),
+            "running": holder_of(paths, alive=True),
+            "session_file": str(paths.snapshot),
+        }
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n", code
     if not found:
         where = paths.state_dir
@@ -43,31 +46,14 @@ def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
 
 
 def _text(run: RunView, paths: SessionPaths) -> list[str]:
-    holder = _holder(paths)
+    holder = holder_of(paths, alive=True)
     state = f"running ({holder})" if holder else run.status
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 0  # a pipe: whole
     return [
         f"maestro: {run.task} ({run.plan}), session {run.session_id}: {state}",
-        *text_table(run.rows, width),
-        *totals_lines(run),
+        *text_table(run.rows, table_width()),
+        *totals(run),
         f"session file: {paths.snapshot}",
     ]
-
-
-def _holder(paths: SessionPaths) -> str | None:
-    """Who holds the session, if a live process does (the lock's info file names it)."""
-    try:
-        info = json.loads(paths.info.read_text(encoding="utf-8"))
-        pid = int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if os.name != "nt":  # signal 0 only asks whether the process exists; not so on Windows
-        with contextlib.suppress(PermissionError):  # alive, another user's
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return None  # a killed run left it
-    return f"pid {pid} since {info.get('since', '?')}"
 
 
 def _empty(plan: Plan) -> SessionDoc:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .rows import PhaseRow, RunView
-from .run_report import TABLE_HEAD, cells_of, money, seconds
+from .run_report import TABLE_HEAD, cells_of
 
 
 def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
@@ -27,26 +27,6 @@ def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
 
 
 _MIN_NOTE = 30
-
-
-def totals_lines(run: RunView) -> list[str]:
-    counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
-    tokens_in, tokens_out, tokens_cached = run.tokens
-    lines = [
-        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
-        f"{tokens_cached} cached; cost {money(run.cost)}"
-    ]
-    if run.wall_time is not None:
-        gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
-        lines.append(
-            f"wall time {seconds(run.wall_time)} against {seconds(run.phase_time)} of phase "
-            f"time{gain}"
-        )
-        lines.append(
-            f"critical path as it ran: {' -> '.join(run.critical_path)} "
-            f"({seconds(run.critical_time)})"
-        )
-    return lines
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -77,12 +57,8 @@ def summary_dict(run: RunView) -> dict[str, Any]:
     ran = [row for row in run.rows if row.executed]
     ok = [row for row in ran if row.status == "completed"]
     bad = [row for row in ran if row.status in ("failed", "blocked")]
-    if not bad:
-        batch = "success" if len(ok) == len(ran) else "in_progress"
-    else:
-        batch = "failed" if not ok else "partial_failure"
     return {
-        "batch_status": batch,
+        "batch_status": batch_status(run, ran, ok, bad),
         "total_agents": len(ran),
         "succeeded": len(ok),
         "failed": len(bad),
@@ -106,6 +82,23 @@ def summary_dict(run: RunView) -> dict[str, Any]:
         "cost": round(run.cost, 6),
         "phases": [phase_dict(row) for row in run.rows],
     }
+
+
+def batch_status(run: RunView, ran: list[PhaseRow], ok: list[PhaseRow], bad: list[PhaseRow]) -> str:
+    """``success``: every phase of the plan completed (in this run or an earlier one);
+    ``partial_failure``/``failed``: a phase this run dispatched failed or was blocked, and
+    another did (not) succeed; ``in_progress``: phases still run; ``incomplete``: nothing
+    failed, but phases are left pending or skipped (a run stopped early, a selection of the
+    plan); ``pending``: no phase has run nor completed yet."""
+    if run.all_completed:
+        return "success"
+    if bad:
+        return "partial_failure" if ok else "failed"
+    if any(row.status == "in_progress" for row in ran):
+        return "in_progress"
+    if ran or any(row.status == "completed" for row in run.rows):
+        return "incomplete"
+    return "pending"
 
 
 # Maestro's agent statuses; the phase's own status is in ``phases``.

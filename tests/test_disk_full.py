@@ -8,6 +8,7 @@ what it saw as JSON, since the mount ends with the namespace.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -82,12 +83,15 @@ def statuses():
     (snapshot,) = Path(".maestro").glob("plan-*.md")
     return {{p.id: p.status.value for p in read_session(snapshot).phases.values()}}
 
-full = subprocess.run(args, capture_output=True, text=True)
+step = os.path.join(os.environ["HOME"], "step-summary.md")  # on a disk with room
+full = subprocess.run(args, capture_output=True, text=True, env={{**os.environ,
+                      "GITHUB_STEP_SUMMARY": step}})
 after_full = statuses()
 os.unlink("fill")
 freed = subprocess.run(args, capture_output=True, text=True)
 print(json.dumps({{
     "full": [full.returncode, full.stdout + full.stderr], "after_full": after_full,
+    "step": open(step).read() if os.path.exists(step) else None,
     "freed": [freed.returncode, freed.stdout + freed.stderr], "after_freed": statuses(),
     "c": open("c.txt").read(),
 }}))
@@ -109,6 +113,11 @@ def test_a_disk_that_fills_mid_run_fails_the_phase_in_one_line_and_loses_nothing
     # The summary still prints, and says the snapshot lags its journal and why.
     assert "1 failed, 2 passed, 1 skipped" in output
     assert "cannot rewrite session" in output and "its journal keeps every change" in output
+    # A fold the disk refused still leaves the run's outputs: the table, and what has room.
+    assert "phase  status     attempts" in output
+    assert re.search(r"^c +failed ", output, re.M), output
+    assert re.search(r"^(summary: |could not write the summary )", output, re.M), output
+    assert seen["step"] is not None and "| c | failed | - |" in seen["step"]
     # Read back, the session says what happened: the journal held what the snapshot lacked.
     assert seen["after_full"] == {
         "a": "completed",

@@ -170,7 +170,7 @@ def test_the_header_says_what_the_run_will_do(pytester: pytest.Pytester) -> None
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            f"maestro: plan.yaml (native), root {pytester.path}",
+            "maestro: plan.yaml (native), root .",
             "maestro: 4 phases in 3 waves",
             "maestro: critical path a -> c -> d (3 phases, ~8.00s; 1 without an estimate, *)",
             "maestro: parallel-eligible: 2 of 4 phases; -n 2 would use them (this run without -n)",

@@ -8,10 +8,12 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_maestro.events import FINISHED, PhaseEvent
 from pytest_maestro.rows import critical_path, parse_time, view
-from pytest_maestro.run_report import GANTT_FORMAT, render, seconds
+from pytest_maestro.run_report import GANTT_FORMAT, cells_of, render
 from pytest_maestro.state.model import PhaseError, PhaseState, SessionDoc, Status, Tokens
 from pytest_maestro.summary import summary_dict, text_table
+from pytest_maestro.texts import duration_text
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -188,6 +190,26 @@ def test_summary_has_maestros_dispatch_fields_and_ours() -> None:
     )
 
 
+def test_batch_status_says_success_only_when_every_phase_completed() -> None:
+    def batch(*phases: PhaseState) -> str:
+        doc = SessionDoc("s1", "Demo", "plan.yaml", at(-100), at(20), run_started=at(0))
+        doc.phases.update((p.id, p) for p in phases)
+        return str(summary_dict(view(doc, T0 + timedelta(seconds=30)))["batch_status"])
+
+    done, earlier = state("a", "completed", 1, 2), state("a", "completed", -9, -8)
+    pending = state("b", "pending", None, None)
+    stopped = state("b", "skipped", None, None, result="stopped: budget")
+    assert batch(done, state("b", "completed", 2, 3)) == "success"
+    assert batch(earlier, state("b", "completed", 2, 3)) == "success"
+    assert batch(state("a", "pending", None, None), pending) == "pending"
+    assert batch(done, pending) == "incomplete"  # stopped early, or b was not selected
+    assert batch(earlier, pending) == "incomplete"  # nothing ran this time
+    assert batch(done, stopped) == "incomplete"
+    assert batch(done, state("b", "in_progress", 2, None)) == "in_progress"
+    assert batch(done, state("b", "failed", 2, 3)) == "partial_failure"
+    assert batch(earlier, state("b", "failed", 2, 3)) == "failed"
+
+
 def test_text_table_cuts_only_the_note() -> None:
     lines = text_table(view(diamond(), T0).rows, width=90)
     assert lines[0].split()[:4] == ["phase", "status", "attempts", "duration"]
@@ -195,12 +217,18 @@ def test_text_table_cuts_only_the_note() -> None:
     assert failed.endswith("…") and "100/20" in failed and "$0.2500" in failed
 
 
-def test_seconds_read_well() -> None:
-    assert [seconds(v) for v in (None, 0.04, 5, 42.25, 125, 7300)] == [
+def test_a_duration_reads_the_same_in_the_table_and_the_progress_lines() -> None:
+    doc = SessionDoc("s1", "Demo", "plan.yaml", at(-100), at(20), run_started=at(0))
+    doc.phases["a"] = state("a", "completed", 1, 13.3, worker="gw0", attempts=1)
+    (row,) = view(doc, T0).rows
+    line = PhaseEvent("a", FINISHED, row.duration, attempt=1, status="completed").line()
+    assert (cells_of(row)[3], line) == ("12s", "maestro a: completed in 12s")
+    assert text_table((row,))[1].split()[3] == "12s"
+    assert [duration_text(v) for v in (None, 0.04, 5, 42.25, 125, 7300)] == [
         "-",
         "0.04s",
         "5.00s",
-        "42.2s",
+        "42s",
         "2m05s",
         "2h01m",
     ]

@@ -882,6 +882,18 @@ def test_a_slow_refresh_never_puts_back_an_older_snapshot(
             return text
 
         monkeypatch.setattr(store_module, "render", slow_render)
+        stale: list[bool] = []  # what the refresh that rendered before the fold returned
+        returned = threading.Event()
+        real_refresh = store._refresh
+
+        def refresh() -> bool:
+            wrote = real_refresh()
+            if folded.is_set() and not returned.is_set():
+                stale.append(wrote)
+                returned.set()
+            return wrote
+
+        monkeypatch.setattr(store, "_refresh", refresh)
         store.start_refresh(0.01)
         assert rendered.wait(10)
         store.record("b", "in_progress")
@@ -891,7 +903,8 @@ def test_a_slow_refresh_never_puts_back_an_older_snapshot(
         store.record("c", "in_progress")
         assert read_journal(store.paths.journal)[0] == []  # folded
         folded.set()
-        time.sleep(0.1)  # the stale refresh finishes meanwhile
+        assert returned.wait(10)
+        assert stale == [False]  # it saw the newer snapshot and wrote nothing
         assert read_session(store.path).phases["b"].status is Status.COMPLETED
         assert _snapshot_alone(store.path)["c"] == "in_progress"
     finally:
@@ -917,3 +930,16 @@ def test_a_refresh_that_cannot_write_only_lags(
         _until(lambda: _snapshot_alone(store.path)["a"] == "completed")
     finally:
         store.close()
+    assert store.lag is not None
+    assert re.fullmatch(
+        r"([2-9]|\d\d+) of its rewrites failed \(No space left on device\)", store.lag
+    )
+
+
+def test_a_refresh_that_never_failed_says_no_lag(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.start_refresh(0.01)
+    complete(store, "a")
+    _until(lambda: _snapshot_alone(store.path)["a"] == "completed")
+    store.close()
+    assert store.lag is None

@@ -39,10 +39,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: readers see the old file or the new one, never a mix."""
+def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text``: readers see the old file or the new one, never a mix.
+    The new file's permissions are ``mode`` when given, else 0600."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if mode is not None:
+            os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
             handle.flush()

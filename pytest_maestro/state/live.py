@@ -26,6 +26,7 @@ class Refresher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="maestro-snapshot", daemon=True)
         self.errors = 0  # refreshes that failed (a full disk); the closing fold reports its own
+        self.last_error = ""  # why the last of them failed
 
     def start(self) -> None:
         self._thread.start()
@@ -36,13 +37,20 @@ class Refresher:
         if self._thread.is_alive():
             self._thread.join()
 
+    def lag(self) -> str | None:
+        """How many refreshes failed, and why the last did; None if none did."""
+        if not self.errors:
+            return None
+        return f"{self.errors} of its rewrites failed ({self.last_error})"
+
     def _loop(self) -> None:
         wait = self._interval
         while not self._stop.wait(wait):
             started = time.monotonic()
             try:
                 self._refresh()
-            except OSError:
+            except OSError as exc:
                 # The journal holds every change: a view that could not be written only lags.
                 self.errors += 1
+                self.last_error = exc.strerror or str(exc)
             wait = max(self._interval, _SHARE * (time.monotonic() - started))

@@ -76,11 +76,7 @@ def acquire(paths: SessionPaths, plan: str) -> filelock.BaseFileLock:
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        try:
-            info = json.loads(paths.info.read_text(encoding="utf-8"))
-            holder = f"pid {info['pid']} since {info['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            holder = "pid unknown"
+        holder = holder_of(paths) or "pid unknown"
         raise SessionBusy(f"plan {plan} is already running ({holder})") from None
     try:
         atomic_write(paths.info, json.dumps({"pid": os.getpid(), "since": now(), "plan": plan}))
@@ -88,6 +84,24 @@ def acquire(paths: SessionPaths, plan: str) -> filelock.BaseFileLock:
         lock.release()
         raise
     return lock
+
+
+def holder_of(paths: SessionPaths, *, alive: bool = False) -> str | None:
+    """Who holds the session, as its info file names them: ``pid N since T``; None when no
+    file (or no readable one) says so, or when ``alive`` and that process has ended (a killed
+    run left the file)."""
+    try:
+        info = json.loads(paths.info.read_text(encoding="utf-8"))
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if alive and os.name != "nt":  # signal 0 asks whether the process exists; not on Windows
+        with contextlib.suppress(PermissionError):  # alive, another user's
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return None
+    return f"pid {pid} since {info.get('since', '?')}"
 
 
 def release(paths: SessionPaths, lock: filelock.BaseFileLock) -> None:

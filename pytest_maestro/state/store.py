@@ -303,6 +303,11 @@ class SessionStore:
             self._refresher = Refresher(interval, self._refresh)
             self._refresher.start()
 
+    @property
+    def lag(self) -> str | None:
+        """Why the session file lagged the run while it lived (rewrites failed), or None."""
+        return self._refresher.lag() if self._refresher is not None else None
+
     def document(self) -> SessionDoc:
         """A copy of the session as it is now, for reports."""
         with self._guard:

@@ -1,0 +1,35 @@
+"""Small renderings every output shares, so that one run reads the same everywhere: a duration,
+the last line of a text, the width a table may take."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+
+def duration_text(seconds: float | None) -> str:
+    """0.25s, 12s, 3m05s, 1h02m: precise while short, readable when long; ``-`` for none."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def last_line(text: str | None) -> str:
+    """The last line of ``text`` that holds something, stripped; empty if none does."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def table_width() -> int:
+    """The terminal's width when standard output is one; 0 (no limit) for a pipe or a CI log,
+    which keep lines whole."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
