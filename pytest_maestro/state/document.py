@@ -68,7 +68,7 @@ def _scalar(value: Any) -> str:
 
 def _literal(text: str) -> list[str] | None:
     """``text`` as a ``|`` block (header, then lines), when a block keeps it exactly."""
-    if "\n" not in text or text[0] in " \n" or text.endswith("\n\n") or "\r" in text:
+    if "\n" not in text or text[0] in " \t\n" or text.endswith("\n\n") or "\r" in text:
         return None
     lines = text.removesuffix("\n").split("\n")
     if _UNPRINTABLE.search(text) or any(line.isspace() for line in lines):
