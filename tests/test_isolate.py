@@ -99,7 +99,7 @@ def test_a_bad_isolate_value_is_one_line(repo: Path, pytester: pytest.Pytester) 
 # What an agent may do in its worktree that would wreck the user's checkout if it ran there, and
 # whether the phase still passes: a phase whose result changes undeclared files fails.
 VANDALS = {
-    "reset": (["echo made > made.txt", "git reset -q --hard HEAD~1"], False),
+    "reset": (["echo made > made.txt", "git reset -q --hard main"], False),
     "clean": (["git clean -fdxq", "echo made > made.txt"], True),
     "stash": (["echo junk >> app.txt", "git stash -q -u", "echo made > made.txt"], True),
     "commit": (["echo made > made.txt", "git add -A", "git commit -qm agent --no-verify"], True),
