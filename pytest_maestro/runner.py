@@ -249,6 +249,8 @@ class PhaseRunner:
         """A passed phase's changes merged into the user's tree; anything else kept."""
         cfg = self.config
         lines: list[str] = []
+        why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
+        tree = None
         try:
             tree = space.snapshot(force=phase.files.all())
             if outcome.ok:
@@ -263,13 +265,13 @@ class PhaseRunner:
                     out.write_line(f"--- merged back: {', '.join(merged.paths) or 'no changes'}")
                     return outcome
                 lines.append(f"not merged back: {merged.refused}")
-                why = "its result was not merged back"
-            else:
-                why = f"the phase {outcome.status}"
+        except (GitError, IsolationError, OSError) as exc:
+            if outcome.ok:
+                lines.append(f"not merged back: {exc}")
+        try:  # whatever went wrong above, the work outlives the worktree
             kept = space.keep(why, phase.name, tree)
         except (GitError, IsolationError, OSError) as exc:
-            lines.append(f"not merged back: {exc}" if outcome.ok else f"its work not kept: {exc}")
-            kept = None
+            kept = f"its work not kept: {exc}"
         if kept:
             lines.append(kept)
         for line in lines:

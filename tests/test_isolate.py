@@ -222,6 +222,32 @@ def test_a_failed_phase_s_work_is_kept_and_named_in_the_report(
     assert worktrees(repo) == [str(repo)]
 
 
+def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    # The user makes "out" a file during the run: the phase's out/new.txt cannot be written.
+    write_plan(
+        pytester,
+        [
+            phase(
+                "blocked-write",
+                'echo "the user\'s file" > "$MAESTRO_PROJECT_ROOT/out"',
+                "mkdir -p out && echo made > out/new.txt",
+                files={"create": ["out/new.txt"]},
+                max_retries=0,
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert (repo / "out").read_text() == "the user's file\n"
+    [ref] = [ref for ref in kept_refs(repo) if "/kept/" in ref]
+    result.stdout.fnmatch_lines(["*not merged back: *File exists*"])
+    result.stdout.fnmatch_lines([f"*its work is kept as {ref} and .maestro/kept/blocked-write-*"])
+    assert git(repo, "show", f"{ref}:out/new.txt") == "made\n"
+    assert worktrees(repo) == [str(repo)]
+
+
 def test_files_without_declarations_bring_back_the_whole_diff(
     repo: Path, pytester: pytest.Pytester
 ) -> None:

@@ -181,3 +181,19 @@ def test_commits_in_the_users_own_worktrees_during_a_phase_stay(iso: Isolation) 
     assert git(iso.root, "rev-parse", "feature") == feature
     iso.finish()
     assert worktrees(iso.root) == [str(iso.root), str(own)]
+
+
+def test_a_result_of_thousands_of_files_with_long_names_comes_back(iso: Isolation) -> None:
+    # More bytes of paths than one command line takes (2 MB on Linux): 2,400 paths of 1,000.
+    folder = "gen/" + "/".join(["d" * 200] * 4)
+    names = [f"{folder}/{n:05d}{'f' * 180}.txt" for n in range(2400)]
+    space = iso.open("many", slot="many")
+    (space.root / folder).mkdir(parents=True)
+    for name in names:
+        (space.root / name).write_text(name[-12:])
+    phase = Phase("many", "Generate", files=Files(create=("gen",)))
+    assert merge(iso, (space, phase)) is None
+    written = sorted(p.name for p in (iso.root / folder).iterdir())
+    assert written == sorted(name.rsplit("/", 1)[1] for name in names)
+    assert (iso.root / names[-1]).read_text() == names[-1][-12:]
+    space.remove()
