@@ -172,7 +172,9 @@ class PhaseRunner:
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
             outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
             # Only a phase that ended is cleared: after an exception the next run finds it
-            # interrupted, as it may well be.
+            # interrupted, as it may well be. Its pre-images go first: a later run of the
+            # phase, killed, must not put back files from before this one.
+            preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
             record.clear()
         return outcome
 
@@ -191,8 +193,11 @@ class PhaseRunner:
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
+        preimage = preimage_path(cfg.log_dir, phase.id)
         if before.contents and cfg.isolation is None:  # a worktree is thrown away, not restored
-            before.save(preimage_path(cfg.log_dir, phase.id))
+            before.save(preimage)
+        else:  # none of its declared files exists yet: an earlier run's are not to be put back
+            preimage.unlink(missing_ok=True)
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
@@ -222,8 +227,6 @@ class PhaseRunner:
         cfg = self.config
         assert cfg.isolation is not None
         started = time.time()
-        # Pre-images of an earlier run are not this phase's: a kill must not put them back.
-        preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
         try:
             space = cfg.isolation.open(phase.id)
         except IsolationError as exc:

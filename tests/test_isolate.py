@@ -248,6 +248,31 @@ def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
     assert worktrees(repo) == [str(repo)]
 
 
+def test_a_phase_s_pre_images_go_when_it_ends(repo: Path, pytester: pytest.Pytester) -> None:
+    preimages = repo / ".maestro" / "preimages"
+    preimages.mkdir(parents=True)
+    (preimages / "fresh.tar").write_bytes(b"an earlier run's: not to be put back")
+    write_plan(
+        pytester,
+        [
+            phase(  # its pre-image is saved while it runs
+                "edits",
+                f"test -e {preimages}/edits.tar",
+                "echo edited >> app.txt",
+                files={"modify": ["app.txt"]},
+            ),
+            phase("fresh", f"test ! -e {preimages}/fresh.tar"),  # no files: it saves none
+        ],
+    )
+    pytester.runpytest("--maestro", "plan.yaml", "-p", "no:cacheprovider").assert_outcomes(passed=2)
+    assert list(preimages.iterdir()) == []
+    write_plan(pytester, [phase("merged", "echo merged > app.txt", files={"modify": ["app.txt"]})])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (repo / "app.txt").read_text() == "merged\n"
+    assert list(preimages.iterdir()) == []  # the merge-back saved one, and it went
+
+
 def test_files_without_declarations_bring_back_the_whole_diff(
     repo: Path, pytester: pytest.Pytester
 ) -> None:
