@@ -97,7 +97,6 @@ class Orchestrator:
                 "directory this tool can write"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
-        self.recorder = recorder
         self.budget.reset()  # --maestro-budget-usd caps this run
         self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
         recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
@@ -105,8 +104,10 @@ class Orchestrator:
             try:
                 kept = self.isolation.start()
             except IsolationError as exc:
+                recorder.close()  # no run, and pytest ends no session it never started
                 raise StateError(str(exc)) from None
             self.notes += [f"after a killed run: {line}" for line in kept]
+        self.recorder = recorder
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
         )

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -85,6 +86,25 @@ def test_refused_outside_a_git_work_tree(pytester: pytest.Pytester) -> None:
         f"ERROR: --maestro-isolate=worktree needs a git work tree, and the project root "
         f"{pytester.path} is not in one"
     ]
+
+
+def test_a_base_that_cannot_be_made_is_one_line_and_leaves_the_session_free(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(pytester, [phase("a", "echo a > a.txt", files={"create": ["a.txt"]})])
+    index = repo / ".git" / "index"
+    good = index.read_bytes()
+    index.write_bytes(b"not an index")
+    refreshers = {t for t in threading.enumerate() if t.name == "maestro-snapshot"}
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    [error] = [line for line in result.errlines if line.strip()]
+    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git add: ")
+    assert {t for t in threading.enumerate() if t.name == "maestro-snapshot"} <= refreshers
+    index.write_bytes(good)
+    again = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    again.assert_outcomes(passed=1)  # not "already running": the failed run let the plan go
+    assert (repo / "a.txt").read_text() == "a\n"
 
 
 def test_a_bad_isolate_value_is_one_line(repo: Path, pytester: pytest.Pytester) -> None:
