@@ -3,13 +3,15 @@ from the same start, what each may bring back, and who a conflict is with."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
 
 from pytest_maestro.files import FileSnapshot
-from pytest_maestro.isolate import Isolation, IsolationError, Workspace
+from pytest_maestro.isolate import Isolation, IsolationError, Workspace, _rmtree
 from pytest_maestro.merge import merge_back, scope
 from pytest_maestro.plan import Files, Phase
 
@@ -197,3 +199,15 @@ def test_a_result_of_thousands_of_files_with_long_names_comes_back(iso: Isolatio
     assert written == sorted(name.rsplit("/", 1)[1] for name in names)
     assert (iso.root / names[-1]).read_text() == names[-1][-12:]
     space.remove()
+
+
+def test_a_worktree_s_read_only_parts_go_without_a_warning(tmp_path: Path) -> None:
+    cache = tmp_path / "wt" / "cache"
+    cache.mkdir(parents=True)
+    (cache / "entry").write_text("cached\n")
+    os.chmod(cache / "entry", 0o400)
+    os.chmod(cache, 0o500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # onerror is deprecated from Python 3.12 on
+        _rmtree(tmp_path / "wt")
+    assert not (tmp_path / "wt").exists()
