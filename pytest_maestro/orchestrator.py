@@ -20,6 +20,7 @@ from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
+from .outcome import PhaseOutcome
 from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
@@ -28,7 +29,7 @@ from .process import KILL_GRACE, end_groups, read_running_record, running_record
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
 from .run import RunState
-from .runner import PhaseOutcome, PhaseRunner, RunConfig
+from .runner import PhaseRunner, RunConfig
 from .runtimes import Runtime
 from .settings import Settings, SettingsError
 from .state import SessionDoc, SessionPaths, StateError, read_session
