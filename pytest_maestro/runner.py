@@ -19,7 +19,7 @@ from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
 from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
-from .merge import merge_back
+from .merge import merge_back, scope
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .plan import Phase, Plan
 from .process import (
@@ -84,6 +84,7 @@ class PhaseRunner:
         self.prompt = prompt
         self._base_env: dict[str, str] | None = None
         self.root = config.root  # where the phase runs: its worktree when isolated
+        self.space: Workspace | None = None  # that worktree
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
@@ -161,7 +162,7 @@ class PhaseRunner:
             attempt = Attempt(0, AgentResult("blocked", f"no worktree for the phase: {exc}"))
             return PhaseOutcome(phase.id, "blocked", (attempt,), out.path, started, time.time())
         out.write_line(f"--- worktree {space.path} at {space.start[:12]}")
-        self.root = space.root
+        self.root, self.space = space.root, space
         try:
             outcome = self._run(phase, out)
             return self._bring_back(phase, space, outcome, out)
@@ -276,6 +277,8 @@ class PhaseRunner:
         if not agent.ok:
             return Attempt(number, agent, tokens=call.tokens)
         problems = file_problems(self.root, phase, before)
+        if self.space is not None:  # what could not come back fails it while it can retry
+            problems += _out_of_scope(self.space, phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
@@ -350,6 +353,16 @@ class PhaseRunner:
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult("blocked", message), (failure,))
         return None
+
+
+def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
+    """The worktree's changes outside the phase's declared files, as a file problem."""
+    try:
+        changed = space.changed(space.snapshot(force=phase.files.all()))
+    except (GitError, OSError):
+        return []  # the merge-back looks again
+    outside = scope(phase, changed, space.isolation.prefix)[1]
+    return ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
 
 
 @dataclass(frozen=True)

@@ -156,10 +156,34 @@ def test_an_agent_in_its_worktree_cannot_touch_the_users_work(
     else:
         result.assert_outcomes(failed=1)
         result.stdout.fnmatch_lines(
-            ["*not merged back: changed files outside its declared ones: *app.txt*notes.txt*"]
+            ["*failed*changed files outside its declared ones: *app.txt*notes.txt*"]
         )
         assert not (repo / "made.txt").exists()
         assert any("/kept/vandal-" in ref for ref in kept_refs(repo))
+
+
+def test_a_change_outside_the_declared_files_fails_the_attempt_which_can_retry(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(
+        pytester,
+        [
+            phase(
+                "strays",
+                'if [ "$MAESTRO_ATTEMPT" = 1 ]; then echo stray >> app.txt; fi',
+                'if [ "$MAESTRO_ATTEMPT" = 2 ]; then git checkout -q -- app.txt; fi',
+                "echo made > made.txt",
+                files={"create": ["made.txt"]},
+                max_retries=1,
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    retried = "*strays: attempt 2 of 2 *: changed files outside its declared ones: app.txt"
+    result.stdout.fnmatch_lines([retried])
+    assert (repo / "made.txt").read_text() == "made\n"
+    assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\n"
 
 
 def test_dependents_see_merged_results_and_every_phase_sees_the_users_edits(
