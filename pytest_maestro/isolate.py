@@ -14,8 +14,6 @@ import contextlib
 import json
 import os
 import shutil
-import stat
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import filelock
 
-from .files import file_stem, shown
+from .files import file_stem, remove_tree, shown
 from .git import (
     GitError,
     changed_paths,
@@ -163,7 +161,7 @@ class Isolation:
                 space.remove()
             for stray in self.worktrees.iterdir():
                 if stray.is_dir():
-                    _rmtree(stray)
+                    remove_tree(stray)
             with contextlib.suppress(GitError):
                 run_git(self.top, "worktree", "prune")
         return notes
@@ -233,7 +231,7 @@ class Isolation:
             except GitError as exc:
                 if attempt + 1 == ADD_TRIES:
                     raise IsolationError(f"cannot make a worktree at {path}: {exc}") from None
-                _rmtree(path)
+                remove_tree(path)
                 with contextlib.suppress(GitError):
                     run_git(self.top, "worktree", "prune")
                 time.sleep(0.2 * (attempt + 1))
@@ -358,9 +356,9 @@ class Workspace:
         admin = None
         with contextlib.suppress(GitError, OSError):
             admin = self._admin().resolve()
-        _rmtree(self.path)
+        remove_tree(self.path)
         if admin is not None and admin.parent == self.isolation.common / "worktrees":
-            _rmtree(admin)
+            remove_tree(admin)
         if not keep_marker:
             self.marker.unlink(missing_ok=True)
 
@@ -379,25 +377,3 @@ def held(lock: filelock.BaseFileLock) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a directory tree, read-only parts included (an agent's caches may be)."""
-
-    def writable(function: object, name: str, _info: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(name) or ".", stat.S_IRWXU)
-            os.chmod(name, stat.S_IRWXU)
-            if os.path.isdir(name) and not os.path.islink(name):
-                shutil.rmtree(name, ignore_errors=True)
-            else:
-                os.unlink(name)
-
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif not path.exists():
-        return
-    elif sys.version_info >= (3, 12):  # onerror is deprecated there
-        shutil.rmtree(path, onexc=writable)
-    else:
-        shutil.rmtree(path, onerror=writable)

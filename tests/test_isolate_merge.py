@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.files import FileSnapshot
-from pytest_maestro.isolate import Isolation, IsolationError, Workspace, _rmtree
+from pytest_maestro.files import FileSnapshot, remove_tree
+from pytest_maestro.isolate import Isolation, IsolationError, Workspace
 from pytest_maestro.merge import merge_back, scope
 from pytest_maestro.plan import Files, Phase
 
@@ -209,5 +209,5 @@ def test_a_worktree_s_read_only_parts_go_without_a_warning(tmp_path: Path) -> No
     os.chmod(cache, 0o500)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # onerror is deprecated from Python 3.12 on
-        _rmtree(tmp_path / "wt")
+        remove_tree(tmp_path / "wt")
     assert not (tmp_path / "wt").exists()
