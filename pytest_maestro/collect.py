@@ -11,9 +11,9 @@ from ._compat import TerminalRepr, skip_at_item
 from .facts import PhaseFacts, SkipReason, iso_time
 from .junit import attach_output
 from .orchestrator import Orchestrator
+from .outcome import PhaseOutcome
 from .plan import Phase
 from .report import failure_message, render_failure
-from .runner import PhaseOutcome
 from .state.model import Tokens
 
 SYNC_NAME = "maestro-sync"

@@ -1,14 +1,18 @@
-"""Declared files of a phase: their content before an attempt, what changed, and restoring them."""
+"""Declared files of a phase: their content before an attempt, what changed, and restoring them;
+removing a tree that has read-only parts."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,3 +198,25 @@ def _git_status(root: Path, path: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, read-only parts included (an agent's caches may be)."""
+
+    def writable(function: object, name: str, _info: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name) or ".", stat.S_IRWXU)
+            os.chmod(name, stat.S_IRWXU)
+            if os.path.isdir(name) and not os.path.islink(name):
+                shutil.rmtree(name, ignore_errors=True)
+            else:
+                os.unlink(name)
+
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif not path.exists():
+        return
+    elif sys.version_info >= (3, 12):  # onerror is deprecated there
+        shutil.rmtree(path, onexc=writable)
+    else:
+        shutil.rmtree(path, onerror=writable)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 TIMEOUT = 60.0
+ARGS_AT_ONCE = 256 * 1024  # bytes of paths on one command line: well below 2 MB (Linux)
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
@@ -151,8 +152,8 @@ def snapshot_tree(top: Path, index: Path | None, scratch: Path, force: tuple[str
     try:
         run_git(top, "add", "-A", env=env)
         present = [p for p in force if (top / p).exists() or (top / p).is_symlink()]
-        if present:
-            run_git(top, "add", "-A", "-f", "--", *present, env=env)
+        for some in _chunks(present):
+            run_git(top, "add", "-A", "-f", "--", *some, env=env)
         return git_text(top, "write-tree", env=env)
     finally:
         scratch.unlink(missing_ok=True)
@@ -184,15 +185,29 @@ Entry = tuple[str, str]  # (mode, object id)
 
 def entries(cwd: Path, treeish: str, paths: list[str]) -> dict[str, Entry]:
     """The blob entries of ``paths`` in ``treeish``; a path it lacks is missing."""
-    if not paths:
-        return {}
-    out = run_git(cwd, "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *paths)
+    wanted = set(paths)
     found: dict[str, Entry] = {}
-    for line in filter(None, out.split(b"\0")):
-        meta, path = line.split(b"\t", 1)
-        mode, _, oid = meta.decode().split()
-        found[path.decode()] = (mode, oid)
-    return {p: e for p, e in found.items() if p in set(paths)}
+    for some in _chunks(paths):
+        out = run_git(cwd, "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *some)
+        for line in filter(None, out.split(b"\0")):
+            meta, path = line.split(b"\t", 1)
+            mode, _, oid = meta.decode().split()
+            if path.decode() in wanted:  # a directory's path lists all under it
+                found[path.decode()] = (mode, oid)
+    return found
+
+
+def _chunks(paths: list[str]) -> list[list[str]]:
+    """``paths`` in runs short enough for one command line each, however many there are."""
+    runs: list[list[str]] = []
+    size = ARGS_AT_ONCE
+    for path in paths:
+        if size + len(path.encode()) + 1 > ARGS_AT_ONCE:
+            runs.append([])
+            size = 0
+        runs[-1].append(path)
+        size += len(path.encode()) + 1
+    return runs
 
 
 def blobs(cwd: Path, wanted: list[tuple[str, str]]) -> dict[str, bytes]:
@@ -213,10 +228,11 @@ def blobs(cwd: Path, wanted: list[tuple[str, str]]) -> dict[str, bytes]:
 
 def hash_files(top: Path, paths: list[str]) -> dict[str, str]:
     """Object ids of regular files as ``git add`` would store them (clean filters applied)."""
-    if not paths:
-        return {}
-    out = git_text(top, "hash-object", "--", *paths)
-    return dict(zip(paths, out.split(), strict=True))
+    found: dict[str, str] = {}
+    for some in _chunks(paths):
+        out = git_text(top, "hash-object", "--", *some)
+        found.update(zip(some, out.split(), strict=True))
+    return found
 
 
 def hash_bytes(top: Path, data: bytes) -> str:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import filelock
 
-from .files import file_stem, shown
+from .files import file_stem, remove_tree, shown
 from .git import (
     GitError,
     changed_paths,
@@ -35,7 +33,7 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
-from .shared_refs import branches, keeper, put_back_branches, unstash
+from .shared_refs import Own, branches, keeper, put_back_branches, ref_part, stamp, unstash
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
@@ -45,11 +43,6 @@ ADD_TRIES = 3
 
 class IsolationError(Exception):
     """Isolation cannot be used or a worktree cannot be made: one line for the user."""
-
-
-def ref_part(text: str) -> str:
-    """``text`` as one component of a ref name (git refuses ``..``, a leading dot, ``.lock``)."""
-    return re.sub(r"\.\.+", "_", re.sub(r"[^\w.-]+", "_", text)).lstrip(".") or "_"
 
 
 @dataclass(frozen=True)
@@ -118,10 +111,10 @@ class Isolation:
         """Before any phase (controller only): keep and remove what a killed run left, then
         snapshot the user's work tree as the run's base. What users should know, as lines."""
         notes = self.salvage("the run that made it was killed")
-        index = Path(
-            git_text(self.top, "rev-parse", "--path-format=absolute", "--git-path", "index")
-        )
         try:
+            index = Path(
+                git_text(self.top, "rev-parse", "--path-format=absolute", "--git-path", "index")
+            )
             tree = snapshot_tree(self.top, index, self.worktrees.parent / f"{self.session}.index")
             head = rev(self.top, "HEAD")
             base = commit_tree(
@@ -168,7 +161,7 @@ class Isolation:
                 space.remove()
             for stray in self.worktrees.iterdir():
                 if stray.is_dir():
-                    _rmtree(stray)
+                    remove_tree(stray)
             with contextlib.suppress(GitError):
                 run_git(self.top, "worktree", "prune")
         return notes
@@ -182,19 +175,23 @@ class Isolation:
         return self.worktrees / (name or f"w{os.getpid()}")
 
     def open(self, phase_id: str, slot: str | None = None) -> Workspace:
-        """A worktree for the phase, detached at the merged results so far, checked."""
-        start = rev(self.top, self.merged_ref)
-        if start is None:
+        """A worktree for the phase, detached at a commit of its own on the merged results so
+        far (what descends from it is the phase's work), checked."""
+        merged = rev(self.top, self.merged_ref)
+        if merged is None:
             raise IsolationError(f"the run's base ({self.merged_ref}) is missing")
         try:
-            before = tuple(branches(self.top, self.worktrees).items())
+            before = tuple(branches(self.top).items())
+            message = f"pytest-maestro: phase {phase_id} starts\n\n{stamp()}\n"
+            start = commit_tree(self.top, merged + "^{tree}", (merged,), message)
         except GitError as exc:
-            raise IsolationError(f"cannot read the branches: {exc}") from None
+            raise IsolationError(f"cannot start the phase: {exc}") from None
         space = Workspace(self, phase_id, self.slot(slot), start, before)
         left = Workspace.load(self, space.marker)
         if left is not None and left.phase_id:  # a phase of this process never ended
             with contextlib.suppress(GitError, OSError):
                 left.keep("its phase never ended")
+                left.put_back_shared()
         self.worktrees.mkdir(parents=True, exist_ok=True)
         space.mark(phase_id)  # before git makes anything: a killed run finds it
         try:
@@ -234,7 +231,7 @@ class Isolation:
             except GitError as exc:
                 if attempt + 1 == ADD_TRIES:
                     raise IsolationError(f"cannot make a worktree at {path}: {exc}") from None
-                _rmtree(path)
+                remove_tree(path)
                 with contextlib.suppress(GitError):
                     run_git(self.top, "worktree", "prune")
                 time.sleep(0.2 * (attempt + 1))
@@ -260,7 +257,7 @@ class Workspace:
     phase_id: str
     path: Path
     start: str
-    branches: tuple[tuple[str, str], ...] | None = None  # the user's, as the phase started
+    branches: tuple[tuple[str, str], ...] | None = None  # every branch, as the phase started
 
     @classmethod
     def load(cls, isolation: Isolation, marker: Path) -> Workspace | None:
@@ -327,14 +324,14 @@ class Workspace:
         tree = tree or self.snapshot()
         if tree == rev(iso.top, self.start + "^{tree}"):
             return None
-        stamp = _stamp()
+        unique = stamp()
         stem = file_stem(self.phase_id)
         title = f"{self.phase_id}: {name}" if name else self.phase_id
         message = f"{title}\n\nKept by pytest-maestro: {why}.\n\nPhase: {self.phase_id}\n"
         commit = commit_tree(iso.top, tree, (self.start,), message)
-        ref = f"{iso.refs}/kept/{ref_part(stem)}-{stamp}"
+        ref = f"{iso.refs}/kept/{ref_part(stem)}-{unique}"
         set_ref(iso.top, ref, commit)
-        patch = iso.kept_dir / f"{stem}-{stamp}.patch"
+        patch = iso.kept_dir / f"{stem}-{unique}.patch"
         patch.parent.mkdir(parents=True, exist_ok=True)
         patch.write_bytes(
             run_git(iso.top, "diff-tree", "-p", "--binary", "--no-renames", self.start, commit)
@@ -346,9 +343,10 @@ class Workspace:
         kept under ``refs/maestro/``; where, as refs."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
-        kept = unstash(iso.top, self.start, keep)
+        own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
+        kept = unstash(own, keep)
         if self.branches is not None:
-            kept += put_back_branches(iso.top, iso.worktrees, dict(self.branches), keep)
+            kept += put_back_branches(own, self.path, dict(self.branches), keep)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:
@@ -358,19 +356,15 @@ class Workspace:
         admin = None
         with contextlib.suppress(GitError, OSError):
             admin = self._admin().resolve()
-        _rmtree(self.path)
+        remove_tree(self.path)
         if admin is not None and admin.parent == self.isolation.common / "worktrees":
-            _rmtree(admin)
+            remove_tree(admin)
         if not keep_marker:
             self.marker.unlink(missing_ok=True)
 
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""
         return Path(git_text(self.path, "rev-parse", "--absolute-git-dir"))
-
-
-def _stamp() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
 
 
 @contextlib.contextmanager
@@ -383,21 +377,3 @@ def held(lock: filelock.BaseFileLock) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a directory tree, read-only parts included (an agent's caches may be)."""
-
-    def writable(function: object, name: str, _info: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(name) or ".", stat.S_IRWXU)
-            os.chmod(name, stat.S_IRWXU)
-            if os.path.isdir(name) and not os.path.islink(name):
-                shutil.rmtree(name, ignore_errors=True)
-            else:
-                os.unlink(name)
-
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif path.exists():
-        shutil.rmtree(path, onerror=writable)

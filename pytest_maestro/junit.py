@@ -16,9 +16,9 @@ import pytest
 
 from ._compat import TerminalRepr, junit_suite
 from .facts import PhaseFacts
+from .outcome import PhaseOutcome
 from .plan import Plan
 from .report import phase_output
-from .runner import PhaseOutcome
 
 PHASE_FACTS = (
     "status",

@@ -20,6 +20,7 @@ from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
+from .outcome import PhaseOutcome
 from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
@@ -28,7 +29,7 @@ from .process import KILL_GRACE, end_groups, read_running_record, running_record
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
 from .run import RunState
-from .runner import PhaseOutcome, PhaseRunner, RunConfig
+from .runner import PhaseRunner, RunConfig
 from .runtimes import Runtime
 from .settings import Settings, SettingsError
 from .state import SessionDoc, SessionPaths, StateError, read_session
@@ -98,7 +99,6 @@ class Orchestrator:
                 "directory this tool can write"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
-        self.recorder = recorder
         self.budget.reset()  # --maestro-budget-usd caps this run
         self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
         recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
@@ -106,8 +106,10 @@ class Orchestrator:
             try:
                 kept = self.isolation.start()
             except IsolationError as exc:
+                recorder.close()  # no run, and pytest ends no session it never started
                 raise StateError(str(exc)) from None
             self.notes += [f"after a killed run: {line}" for line in kept]
+        self.recorder = recorder
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
         )

@@ -16,7 +16,7 @@ from .agents import Agent
 from .plan import Phase, Plan
 
 if TYPE_CHECKING:
-    from .runner import Attempt
+    from .outcome import Attempt
 
 OUTPUT_FORMAT = """\
 ## Output format

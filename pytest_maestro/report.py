@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from .files import shown
+from .outcome import Attempt, PhaseOutcome
 from .plan import Phase
-from .runner import Attempt, PhaseOutcome
 
 OUTPUT_LIMIT = 64 * 1024  # bytes of a phase's log, and of its agent's reply, in a JUnit file
 

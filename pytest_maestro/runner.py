@@ -9,7 +9,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .agent_call import call_agent
@@ -18,9 +18,9 @@ from .budget import Budget
 from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
 from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import GitError, changed_files, changed_since
-from .handoff import Handoff, parse_handoff
 from .isolate import Isolation, IsolationError, Workspace
-from .merge import merge_back
+from .merge import merge_back, scope
+from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .plan import Phase, Plan
 from .process import (
     ATTEMPT_TOKEN,
@@ -32,78 +32,6 @@ from .process import (
     running_record_path,
 )
 from .runtimes import AgentRequest, AgentResult, Runtime
-from .state.model import Tokens
-
-PROBLEM_LIMIT = 200  # characters of a one-line problem: a message, not the output
-
-
-@dataclass(frozen=True)
-class CheckFailure:
-    criterion: str
-    command: str
-    exit_code: int
-    timed_out: bool
-    tail: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Attempt:
-    number: int
-    agent: AgentResult
-    check_failures: tuple[CheckFailure, ...] = ()
-    file_problems: tuple[str, ...] = ()
-    tokens: Tokens = field(default_factory=Tokens)  # every call the attempt made
-    outside: tuple[str, ...] = ()  # files changed outside the declared ones
-    checked: bool = False  # at least one acceptance command ran
-
-    @property
-    def ok(self) -> bool:
-        return self.agent.ok and not self.check_failures and not self.file_problems
-
-    @property
-    def problem(self) -> str:
-        """One line: the attempt's first problem (the agent's status line or error, a failed
-        check, a file problem)."""
-        if not self.agent.ok:
-            text = self.agent.message
-        elif self.check_failures:
-            more = len(self.check_failures) - 1
-            text = f"check failed: {self.check_failures[0].criterion}"
-            text += f" (and {more} more)" if more else ""
-        else:
-            text = self.file_problems[0] if self.file_problems else self.agent.status
-        return " ".join(text.split())[:PROBLEM_LIMIT]
-
-
-@dataclass(frozen=True)
-class PhaseOutcome:
-    phase_id: str
-    status: str  # completed | failed | blocked
-    attempts: tuple[Attempt, ...]
-    log: Path
-    started: float  # epoch seconds
-    finished: float
-    unverified: bool = False  # passed on the agent's word alone: no check could have failed it
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
-
-    @property
-    def tokens(self) -> Tokens:
-        total = Tokens()
-        for attempt in self.attempts:
-            total += attempt.tokens
-        return total
-
-    @property
-    def handoff(self) -> Handoff:
-        """What the last attempt's agent handed back (empty for shell phases)."""
-        return parse_handoff(self.attempts[-1].agent.text) if self.attempts else Handoff()
-
-    @property
-    def outside(self) -> tuple[str, ...]:
-        return self.attempts[-1].outside if self.attempts else ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +84,7 @@ class PhaseRunner:
         self.prompt = prompt
         self._base_env: dict[str, str] | None = None
         self.root = config.root  # where the phase runs: its worktree when isolated
+        self.space: Workspace | None = None  # that worktree
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
@@ -172,7 +101,9 @@ class PhaseRunner:
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
             outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
             # Only a phase that ended is cleared: after an exception the next run finds it
-            # interrupted, as it may well be.
+            # interrupted, as it may well be. Its pre-images go first: a later run of the
+            # phase, killed, must not put back files from before this one.
+            preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
             record.clear()
         return outcome
 
@@ -191,8 +122,11 @@ class PhaseRunner:
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
+        preimage = preimage_path(cfg.log_dir, phase.id)
         if before.contents and cfg.isolation is None:  # a worktree is thrown away, not restored
-            before.save(preimage_path(cfg.log_dir, phase.id))
+            before.save(preimage)
+        else:  # none of its declared files exists yet: an earlier run's are not to be put back
+            preimage.unlink(missing_ok=True)
         attempts: list[Attempt] = []
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
@@ -222,15 +156,13 @@ class PhaseRunner:
         cfg = self.config
         assert cfg.isolation is not None
         started = time.time()
-        # Pre-images of an earlier run are not this phase's: a kill must not put them back.
-        preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
         try:
             space = cfg.isolation.open(phase.id)
         except IsolationError as exc:
             attempt = Attempt(0, AgentResult("blocked", f"no worktree for the phase: {exc}"))
             return PhaseOutcome(phase.id, "blocked", (attempt,), out.path, started, time.time())
         out.write_line(f"--- worktree {space.path} at {space.start[:12]}")
-        self.root = space.root
+        self.root, self.space = space.root, space
         try:
             outcome = self._run(phase, out)
             return self._bring_back(phase, space, outcome, out)
@@ -249,6 +181,8 @@ class PhaseRunner:
         """A passed phase's changes merged into the user's tree; anything else kept."""
         cfg = self.config
         lines: list[str] = []
+        why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
+        tree = None
         try:
             tree = space.snapshot(force=phase.files.all())
             if outcome.ok:
@@ -263,13 +197,13 @@ class PhaseRunner:
                     out.write_line(f"--- merged back: {', '.join(merged.paths) or 'no changes'}")
                     return outcome
                 lines.append(f"not merged back: {merged.refused}")
-                why = "its result was not merged back"
-            else:
-                why = f"the phase {outcome.status}"
+        except (GitError, IsolationError, OSError) as exc:
+            if outcome.ok:
+                lines.append(f"not merged back: {exc}")
+        try:  # whatever went wrong above, the work outlives the worktree
             kept = space.keep(why, phase.name, tree)
         except (GitError, IsolationError, OSError) as exc:
-            lines.append(f"not merged back: {exc}" if outcome.ok else f"its work not kept: {exc}")
-            kept = None
+            kept = f"its work not kept: {exc}"
         if kept:
             lines.append(kept)
         for line in lines:
@@ -343,6 +277,8 @@ class PhaseRunner:
         if not agent.ok:
             return Attempt(number, agent, tokens=call.tokens)
         problems = file_problems(self.root, phase, before)
+        if self.space is not None:  # what could not come back fails it while it can retry
+            problems += _out_of_scope(self.space, phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
@@ -417,6 +353,16 @@ class PhaseRunner:
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult("blocked", message), (failure,))
         return None
+
+
+def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
+    """The worktree's changes outside the phase's declared files, as a file problem."""
+    try:
+        changed = space.changed(space.snapshot(force=phase.files.all()))
+    except (GitError, OSError):
+        return []  # the merge-back looks again
+    outside = scope(phase, changed, space.isolation.prefix)[1]
+    return ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
 
 
 @dataclass(frozen=True)

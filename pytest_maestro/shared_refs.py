@@ -1,77 +1,164 @@
 """What git shares among worktrees, put back after an isolated phase: its stash and branches.
 
-An agent in its worktree cannot move the branch checked out in the user's (git refuses), but
-it can stash, check out one of the user's other branches and commit there, or make branches.
-Whatever it so left in refs the user sees is kept under ``refs/maestro/`` and taken away.
+An agent in its worktree cannot move a branch checked out in another worktree (git refuses),
+but it can stash, check out one of the user's other branches and commit there, or make
+branches. What its own worktree so left in refs the user sees is kept under ``refs/maestro/``
+and taken away. Its own, and only that: every phase starts at a commit of its own, so what
+descends from it is the phase's work, and the worktree's HEAD log names the branches it
+checked out. Branches the user makes or moves during the run, and other phases' branches and
+stash entries, stay as they are; so does any branch checked out in another worktree.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
+import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .git import GitError, git_text, rev, run_git, set_ref
 
 Branches = dict[str, str]  # ref -> commit
+MOVED_TO = re.compile(r"^checkout: moving from .+ to (\S+)$")
+MOVED_ONLY = ("checkout:", "reset:", "rebase (start)", "rebase (finish)", "rebase: fast-forward")
+
+_counter = itertools.count(1)
 
 
-def branches(top: Path, ours: Path) -> Branches:
-    """The repository's branches, but those checked out in a work tree not under ``ours``: the
-    user's main one or their own worktrees. Their moves are the user's (no worktree of a phase
-    can make them: git refuses to check a branch out twice)."""
+def stamp() -> str:
+    """A name part no other keep shares: the time, the process and a count within it."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}-{next(_counter)}"
+
+
+def ref_part(text: str) -> str:
+    """``text`` as one component of a ref name (git refuses ``..``, a leading dot, ``.lock``)."""
+    return re.sub(r"\.\.+", "_", re.sub(r"[^\w.-]+", "_", text)).lstrip(".") or "_"
+
+
+def branch_part(name: str) -> str:
+    """A branch's name as one ref component, apart from every other: ``a/b`` is ``a%2Fb``,
+    never ``a_b`` (a branch's name is a valid ref already, but for its slashes)."""
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+@dataclass(frozen=True)
+class Own:
+    """What one worktree did since its phase started at ``start`` (a commit of its own)."""
+
+    top: Path
+    start: str
+    heads: frozenset[str]  # commits its HEAD was at
+    created: frozenset[str]  # of those, the ones it came to by making them (commit, merge…)
+    checked_out: frozenset[str]  # branches (``refs/heads/…``) it checked out
+    since: int  # when the phase started: its start's commit time
+
+    @classmethod
+    def read(cls, top: Path, worktree: Path, log: Path, start: str) -> Own:
+        """From the worktree's HEAD log (``log``), from where HEAD came to ``start`` on."""
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        # Each line: "<old> <new> <who> <when>\t<what>".
+        entries = [(line.split(" ", 2)[1:2], line.partition("\t")[2]) for line in lines]
+        first = next((i for i, (new, _) in enumerate(entries) if new == [start]), len(entries))
+        heads, created, names = {start}, set(), set()
+        for new, message in entries[first:]:
+            heads.update(new)
+            if moved := MOVED_TO.match(message):
+                names.add("refs/heads/" + moved.group(1))
+            elif message and not message.startswith(MOVED_ONLY):
+                created.update(new)
+        with contextlib.suppress(GitError):  # none: detached
+            names.add(git_text(worktree, "symbolic-ref", "-q", "HEAD"))
+        since = int(git_text(top, "show", "-s", "--format=%ct", start))
+        return cls(top, start, frozenset(heads), frozenset(created), frozenset(names), since)
+
+    def made(self, commit: str) -> bool:
+        """``commit`` is the phase's work: the worktree made it, or it descends from the
+        phase's start."""
+        if commit in self.created:
+            return True
+        try:
+            run_git(self.top, "merge-base", "--is-ancestor", self.start, commit)
+        except GitError:
+            return False
+        return True
+
+    def stashed(self, entry: str) -> bool:
+        """The stash entry was made in this worktree: on its work, or after it started on a
+        commit its HEAD was at (one of the user's branches it checked out)."""
+        shown = git_text(self.top, "show", "-s", "--format=%P %ct", entry)
+        parents, _, when = shown.rpartition(" ")
+        on = parents.split()[0]
+        return self.made(on) or (on in self.heads and int(when) >= self.since)
+
+
+def branches(top: Path) -> Branches:
     out = git_text(top, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/")
-    found = dict(line.split(" ", 1) for line in out.splitlines() if line)
+    return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+
+def checked_out_elsewhere(top: Path, here: Path) -> set[str]:
+    """Branches checked out in a worktree other than ``here``: the user's, another phase's."""
+    found = set()
     for tree in git_text(top, "worktree", "list", "--porcelain").split("\n\n"):
         fields = dict(line.partition(" ")[::2] for line in tree.splitlines())
-        where = Path(fields.get("worktree", "")).resolve()
-        if "branch" in fields and not where.is_relative_to(ours.resolve()):
-            found.pop(fields["branch"], None)
+        if "branch" in fields and Path(fields.get("worktree", "")).resolve() != here.resolve():
+            found.add(fields["branch"])
     return found
 
 
 def put_back_branches(
-    top: Path, ours: Path, before: Branches, keep: Callable[[str, str], str]
+    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str]
 ) -> list[str]:
-    """Branches made or moved since ``before`` go back as they were; ``keep(what, commit)``
-    keeps each new commit and says where. Where they were kept, as refs."""
-    kept = []
-    now = branches(top, ours)
-    for ref, commit in now.items():
-        if before.get(ref) == commit:
+    """Branches the worktree ``here`` made or moved since ``before`` go back as they were;
+    ``keep(what, commit)`` keeps each new commit and says where. Where they were kept."""
+    top, kept = own.top, []
+    now, elsewhere = branches(top), checked_out_elsewhere(top, here)
+    for ref in sorted(set(now) | set(before)):
+        old, new = before.get(ref), now.get(ref)
+        if old == new or ref in elsewhere:
             continue
-        kept.append(keep(ref.removeprefix("refs/heads/"), commit))
-        old = before.get(ref)
-        if old is None:
-            run_git(top, "update-ref", "-d", ref, commit)
-        else:
-            run_git(top, "update-ref", ref, old, commit)
-    for ref, commit in before.items():
-        if ref not in now:  # deleted by the phase
-            run_git(top, "update-ref", ref, commit, "0" * len(commit))
+        try:
+            if new is None:  # deleted: whoever did, it comes back
+                assert old is not None
+                set_ref(top, ref, old, "0" * len(old))
+            elif ref in own.checked_out or own.made(new):
+                kept.append(keep(ref.removeprefix("refs/heads/"), new))
+                if old is None:
+                    run_git(top, "update-ref", "-d", ref, new)
+                else:
+                    set_ref(top, ref, old, new)
+        except GitError:
+            continue  # changed again meanwhile: not undone
     return kept
 
 
-def unstash(top: Path, start: str, keep: Callable[[str, str], str]) -> list[str]:
-    """git shares the stash among worktrees: entries stashed on top of ``start`` (a worktree's,
-    never the user's) leave the user's stash list, kept by ``keep``."""
-    kept: list[str] = []
-    while (entry := rev(top, "refs/stash")) is not None:
-        try:
-            run_git(top, "merge-base", "--is-ancestor", start, entry + "^1")
-        except GitError:
-            break  # the user's own entry: left alone
-        kept.append(keep(f"stash-{len(kept)}", entry))
-        run_git(top, "stash", "drop", "--quiet")
+def unstash(own: Own, keep: Callable[[str, str], str]) -> list[str]:
+    """git shares the stash among worktrees: the entries this one made leave the stash list,
+    kept by ``keep``; the user's and other phases' stay."""
+    entries = git_text(own.top, "stash", "list", "--format=%H").split()
+    mine = [n for n, entry in enumerate(entries) if own.stashed(entry)]
+    kept = []
+    for n in reversed(mine):  # from the oldest: dropping one leaves the newer ones' numbers
+        name = f"stash@{{{n}}}"
+        if rev(own.top, name) != entries[n]:
+            break  # the stash changed meanwhile: no guessing which entry is which
+        kept.append(keep(f"stash-{n}", entries[n]))
+        run_git(own.top, "stash", "drop", "--quiet", name)
     return kept
 
 
 def keeper(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:
-    """``keep(what, commit)``: the commit kept as ``<refs>/<stem>-<what>-<time>``."""
+    """``keep(what, commit)``: the commit kept as ``<refs>/<stem>-<what>-<stamp>``."""
 
     def keep(what: str, commit: str) -> str:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        ref = f"{refs}/{stem}-{what.replace('/', '_')}-{stamp}"
+        ref = f"{refs}/{stem}-{branch_part(what)}-{stamp()}"
         set_ref(top, ref, commit)
         return ref
 

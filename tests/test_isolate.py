@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +88,25 @@ def test_refused_outside_a_git_work_tree(pytester: pytest.Pytester) -> None:
     ]
 
 
+def test_a_base_that_cannot_be_made_is_one_line_and_leaves_the_session_free(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(pytester, [phase("a", "echo a > a.txt", files={"create": ["a.txt"]})])
+    index = repo / ".git" / "index"
+    good = index.read_bytes()
+    index.write_bytes(b"not an index")
+    refreshers = {t for t in threading.enumerate() if t.name == "maestro-snapshot"}
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    [error] = [line for line in result.errlines if line.strip()]
+    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git add: ")
+    assert {t for t in threading.enumerate() if t.name == "maestro-snapshot"} <= refreshers
+    index.write_bytes(good)
+    again = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    again.assert_outcomes(passed=1)  # not "already running": the failed run let the plan go
+    assert (repo / "a.txt").read_text() == "a\n"
+
+
 def test_a_bad_isolate_value_is_one_line(repo: Path, pytester: pytest.Pytester) -> None:
     write_plan(pytester, [phase("a", "true")])
     result = pytester.runpytest("--maestro", "plan.yaml", "-p", "no:cacheprovider")
@@ -99,7 +119,7 @@ def test_a_bad_isolate_value_is_one_line(repo: Path, pytester: pytest.Pytester) 
 # What an agent may do in its worktree that would wreck the user's checkout if it ran there, and
 # whether the phase still passes: a phase whose result changes undeclared files fails.
 VANDALS = {
-    "reset": (["echo made > made.txt", "git reset -q --hard HEAD~1"], False),
+    "reset": (["echo made > made.txt", "git reset -q --hard main"], False),
     "clean": (["git clean -fdxq", "echo made > made.txt"], True),
     "stash": (["echo junk >> app.txt", "git stash -q -u", "echo made > made.txt"], True),
     "commit": (["echo made > made.txt", "git add -A", "git commit -qm agent --no-verify"], True),
@@ -136,10 +156,34 @@ def test_an_agent_in_its_worktree_cannot_touch_the_users_work(
     else:
         result.assert_outcomes(failed=1)
         result.stdout.fnmatch_lines(
-            ["*not merged back: changed files outside its declared ones: *app.txt*notes.txt*"]
+            ["*failed*changed files outside its declared ones: *app.txt*notes.txt*"]
         )
         assert not (repo / "made.txt").exists()
         assert any("/kept/vandal-" in ref for ref in kept_refs(repo))
+
+
+def test_a_change_outside_the_declared_files_fails_the_attempt_which_can_retry(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(
+        pytester,
+        [
+            phase(
+                "strays",
+                'if [ "$MAESTRO_ATTEMPT" = 1 ]; then echo stray >> app.txt; fi',
+                'if [ "$MAESTRO_ATTEMPT" = 2 ]; then git checkout -q -- app.txt; fi',
+                "echo made > made.txt",
+                files={"create": ["made.txt"]},
+                max_retries=1,
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    retried = "*strays: attempt 2 of 2 *: changed files outside its declared ones: app.txt"
+    result.stdout.fnmatch_lines([retried])
+    assert (repo / "made.txt").read_text() == "made\n"
+    assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\n"
 
 
 def test_dependents_see_merged_results_and_every_phase_sees_the_users_edits(
@@ -220,6 +264,57 @@ def test_a_failed_phase_s_work_is_kept_and_named_in_the_report(
     [patch] = (repo / ".maestro" / "kept").glob("broken-*.patch")
     git(repo, "apply", "--check", str(patch))  # applies to the user's tree as it is
     assert worktrees(repo) == [str(repo)]
+
+
+def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    # The user makes "out" a file during the run: the phase's out/new.txt cannot be written.
+    write_plan(
+        pytester,
+        [
+            phase(
+                "blocked-write",
+                'echo "the user\'s file" > "$MAESTRO_PROJECT_ROOT/out"',
+                "mkdir -p out && echo made > out/new.txt",
+                files={"create": ["out/new.txt"]},
+                max_retries=0,
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert (repo / "out").read_text() == "the user's file\n"
+    [ref] = [ref for ref in kept_refs(repo) if "/kept/" in ref]
+    result.stdout.fnmatch_lines(["*not merged back: *File exists*"])
+    result.stdout.fnmatch_lines([f"*its work is kept as {ref} and .maestro/kept/blocked-write-*"])
+    assert git(repo, "show", f"{ref}:out/new.txt") == "made\n"
+    assert worktrees(repo) == [str(repo)]
+
+
+def test_a_phase_s_pre_images_go_when_it_ends(repo: Path, pytester: pytest.Pytester) -> None:
+    preimages = repo / ".maestro" / "preimages"
+    preimages.mkdir(parents=True)
+    (preimages / "fresh.tar").write_bytes(b"an earlier run's: not to be put back")
+    write_plan(
+        pytester,
+        [
+            phase(  # its pre-image is saved while it runs
+                "edits",
+                f"test -e {preimages}/edits.tar",
+                "echo edited >> app.txt",
+                files={"modify": ["app.txt"]},
+            ),
+            phase("fresh", f"test ! -e {preimages}/fresh.tar"),  # no files: it saves none
+        ],
+    )
+    pytester.runpytest("--maestro", "plan.yaml", "-p", "no:cacheprovider").assert_outcomes(passed=2)
+    assert list(preimages.iterdir()) == []
+    write_plan(pytester, [phase("merged", "echo merged > app.txt", files={"modify": ["app.txt"]})])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (repo / "app.txt").read_text() == "merged\n"
+    assert list(preimages.iterdir()) == []  # the merge-back saved one, and it went
 
 
 def test_files_without_declarations_bring_back_the_whole_diff(
