@@ -415,3 +415,10 @@ def test_tasks_that_only_look_at_files_read_them_and_write_none(tmp_path: Path) 
     kiro = load_plan(tasks, "kiro")
     assert (kiro.phase("1").files.all(), kiro.phase("1").reads) == ((), ("src/app.py",))
     assert (kiro.phase("2").files.modify, kiro.phase("2").reads) == (("src/app.py",), ())
+
+
+def test_a_taskmaster_tag_may_be_empty_text(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({"": {"tasks": [{"id": 1, "title": "only"}]}}))
+    plan = load_plan(tasks)
+    assert (plan.ids, plan.title) == (("1",), "Taskmaster tasks, tag ''")

@@ -58,14 +58,14 @@ def read(source: Source) -> Plan:
     if not isinstance(data, dict):
         raise PlanError(f"not a Taskmaster tasks.json: expected {EXPECTS}", source.path)
     at, tag = _tasks_at(data, source)
-    tasks = data[tag]["tasks"] if tag else data["tasks"]
+    tasks = data["tasks"] if tag is None else data[tag]["tasks"]
     if not isinstance(tasks, list):
         raise PlanError("'tasks' must be a list", source.path, document.line_of(at))
     reader = _Reader(source, document, at)
     for index, task in enumerate(tasks):
         reader.add_task(task, (*at, index))
     phases = sorted(reader.phases(), key=lambda p: _PRIORITY.get(reader.priority[p.id], 1))
-    title = f"Taskmaster tasks, tag {tag!r}" if tag else "Taskmaster tasks"
+    title = "Taskmaster tasks" if tag is None else f"Taskmaster tasks, tag {tag!r}"
     return Plan(source.path, NAME, tuple(phases), title, warnings=tuple(reader.warnings))
 
 
