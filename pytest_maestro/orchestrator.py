@@ -20,12 +20,13 @@ from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
+from .leftovers import end_groups, read_running_record, running_records
 from .outcome import PhaseOutcome
 from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
-from .process import KILL_GRACE, end_groups, read_running_record, running_records
+from .process import KILL_GRACE
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
 from .run import RunState

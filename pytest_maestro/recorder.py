@@ -11,8 +11,8 @@ from typing import Any
 
 from .facts import PhaseFacts, SkipKind
 from .files import FileSnapshot, Restored
+from .leftovers import end_groups, read_running_record, running_records
 from .plan import Phase, Plan
-from .process import end_groups, read_running_record, running_records
 from .run_report import session_report
 from .runner import preimage_path, replaced_dir
 from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens

@@ -19,18 +19,11 @@ from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
 from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
+from .leftovers import ATTEMPT_TOKEN, RunningRecord, end_escaped, running_record_path
 from .merge import merge_back, scope
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .plan import Phase, Plan
-from .process import (
-    ATTEMPT_TOKEN,
-    LOG_LIMIT,
-    PhaseLog,
-    RunningRecord,
-    end_escaped,
-    run_process,
-    running_record_path,
-)
+from .process import LOG_LIMIT, PhaseLog, run_process
 from .runtimes import AgentRequest, AgentResult, Runtime
 
 
