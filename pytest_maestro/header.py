@@ -18,7 +18,7 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
     """``workers``: this run's ``-n`` (0 without xdist)."""
     plan, graph, run = maestro.plan, maestro.graph, maestro.run
     total = len(plan.phases)
-    done = {phase.id for phase in plan.phases if phase.done}
+    done = set(plan.done_ids)
     earlier = len(run.earlier.keys() - done)
     waves = len(graph.waves())
     counts = f"{_count(total, 'phase')} in {_count(waves, 'wave')}"

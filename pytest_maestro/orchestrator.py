@@ -138,7 +138,7 @@ class Orchestrator:
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
                 self.written = write_outputs(
-                    final, self.plan.ids, self.state_dir, report, os.environ
+                    final, self.plan.ids, self.state_dir, report, os.environ, self.plan.done_ids
                 )
 
     # -- phases --------------------------------------------------------------------------------

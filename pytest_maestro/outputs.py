@@ -39,8 +39,9 @@ def write_outputs(
     state_dir: Path,
     report: Path | None,
     env: Mapping[str, str],
+    done: Iterable[str] = (),
 ) -> Written:
-    run = view(doc, datetime.now(timezone.utc), order)
+    run = view(doc, datetime.now(timezone.utc), order, done)
     text = run_report.render(run)
     problems: list[str] = []
     summary = _write(state_dir / SUMMARY_NAME, summary_json(run), problems, "summary")

@@ -58,6 +58,7 @@ class RunView:
     phase_time: float  # the sum of this run's phase durations
     critical_path: tuple[str, ...]  # as it ran: each phase waited for the one before
     critical_time: float | None
+    done: frozenset[str] = frozenset()  # phases the plan marks done: as good as completed
 
     @property
     def counts(self) -> dict[str, int]:
@@ -68,7 +69,7 @@ class RunView:
 
     @property
     def all_completed(self) -> bool:
-        return all(row.status == "completed" for row in self.rows)
+        return all(row.status == "completed" or row.id in self.done for row in self.rows)
 
     @property
     def tokens(self) -> tuple[int, int, int]:
@@ -94,9 +95,12 @@ def parse_time(text: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def view(doc: SessionDoc, now: datetime, order: Iterable[str] | None = None) -> RunView:
+def view(
+    doc: SessionDoc, now: datetime, order: Iterable[str] | None = None, done: Iterable[str] = ()
+) -> RunView:
     """The session's rows (in ``order``, else the session's), as of ``now``. Phases that
-    ``order`` names and the session does not know yet are pending."""
+    ``order`` names and the session does not know yet are pending; those in ``done`` the plan
+    marks done."""
     run_started = parse_time(doc.run_started)
     ids = list(doc.phases) if order is None else list(order)
     rows = tuple(_row(doc.phases.get(pid), pid, run_started, now) for pid in ids)
@@ -123,6 +127,7 @@ def view(doc: SessionDoc, now: datetime, order: Iterable[str] | None = None) -> 
         phase_time=sum(r.duration or 0.0 for r in ran),
         critical_path=tuple(path),
         critical_time=critical,
+        done=frozenset(done),
     )
 
 

@@ -30,7 +30,7 @@ def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
         doc = read_session(paths.snapshot) if paths.snapshot.exists() else _empty(plan)
     else:
         doc = _empty(plan)
-    run = view(doc, datetime.now(timezone.utc), plan.ids)
+    run = view(doc, datetime.now(timezone.utc), plan.ids, plan.done_ids)
     code = 0 if run.all_completed else 1
     if fmt == "json":
         data = {

@@ -374,6 +374,11 @@ def test_done_tasks_are_skipped_and_count_for_their_dependents(pytester: pytest.
     result.stdout.fnmatch_lines(["maestro: 6 phases in * waves: 1 done in the plan, 5 to run"])
     ran = (pytester.path / "ran.txt").read_text().split()
     assert "1" not in ran and ran.index("2.1") < ran.index("2.3") and ran[-1] in ("2.4", "3")
+    # Done in the plan counts as completed: the plan is all done, in the status and the summary.
+    status = pytester.runpytest("--maestro", "tasks.md", "--maestro-status=json")
+    assert status.ret == 0
+    summary = json.loads((pytester.path / ".maestro" / "summary.json").read_text())
+    assert summary["batch_status"] == "success"
     # -m "not optional" leaves out 2.4 and holds nothing else back
     (pytester.path / "ran.txt").unlink()
     result = pytester.runpytest(

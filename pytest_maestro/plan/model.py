@@ -82,6 +82,11 @@ class Plan:
     def phase(self, phase_id: str) -> Phase:
         return self._by_id[phase_id]
 
+    @property
+    def done_ids(self) -> tuple[str, ...]:
+        """The phases the plan itself marks done (``[x]``, ``status: done``)."""
+        return tuple(phase.id for phase in self.phases if phase.done)
+
     @cached_property
     def _by_id(self) -> dict[str, Phase]:
         return {phase.id: phase for phase in self.phases}
