@@ -206,7 +206,8 @@ def remove_tree(path: Path) -> None:
     def writable(function: object, name: str, _info: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(name) or ".", stat.S_IRWXU)
-            os.chmod(name, stat.S_IRWXU)
+            if not os.path.islink(name):  # a link's target may be anything: never touch it
+                os.chmod(name, stat.S_IRWXU)
             if os.path.isdir(name) and not os.path.islink(name):
                 shutil.rmtree(name, ignore_errors=True)
             else:

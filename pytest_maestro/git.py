@@ -16,7 +16,12 @@ ARGS_AT_ONCE = 256 * 1024  # bytes of paths on one command line: well below 2 MB
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
     try:
         return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, timeout=TIMEOUT
+            ["git", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            errors="surrogateescape",  # file names are bytes: any come back as they were
+            timeout=TIMEOUT,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -177,7 +182,7 @@ def delete_ref(cwd: Path, ref: str) -> None:
 def changed_paths(cwd: Path, old: str, new: str) -> list[str]:
     """Paths (from the top of the repository) whose entry differs between two tree-ishes."""
     out = run_git(cwd, "diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new)
-    return [p.decode() for p in out.split(b"\0") if p]
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
 
 Entry = tuple[str, str]  # (mode, object id)
@@ -192,8 +197,9 @@ def entries(cwd: Path, treeish: str, paths: list[str]) -> dict[str, Entry]:
         for line in filter(None, out.split(b"\0")):
             meta, path = line.split(b"\t", 1)
             mode, _, oid = meta.decode().split()
-            if path.decode() in wanted:  # a directory's path lists all under it
-                found[path.decode()] = (mode, oid)
+            name = os.fsdecode(path)  # any bytes a file name may hold come back as they were
+            if name in wanted:  # a directory's path lists all under it
+                found[name] = (mode, oid)
     return found
 
 
@@ -202,11 +208,12 @@ def _chunks(paths: list[str]) -> list[list[str]]:
     runs: list[list[str]] = []
     size = ARGS_AT_ONCE
     for path in paths:
-        if size + len(path.encode()) + 1 > ARGS_AT_ONCE:
+        length = len(os.fsencode(path)) + 1
+        if size + length > ARGS_AT_ONCE:
             runs.append([])
             size = 0
         runs[-1].append(path)
-        size += len(path.encode()) + 1
+        size += length
     return runs
 
 
@@ -214,7 +221,7 @@ def blobs(cwd: Path, wanted: list[tuple[str, str]]) -> dict[str, bytes]:
     """Contents of ``(object id, path)`` pairs, through the path's smudge filters, by path."""
     if not wanted:
         return {}
-    lines = "".join(f"{oid} {path}\n" for oid, path in wanted).encode()
+    lines = b"".join(oid.encode() + b" " + os.fsencode(path) + b"\n" for oid, path in wanted)
     out = run_git(cwd, "cat-file", "--batch", "--filters", stdin=lines)
     found: dict[str, bytes] = {}
     at = 0

@@ -193,7 +193,7 @@ def _same(top: Path, path: str, want: Entry | None, hashed: dict[str, str]) -> b
     if want is None:
         return not os.path.lexists(full)
     if want[0] == "120000":
-        return full.is_symlink() and hash_bytes(top, os.readlink(full).encode()) == want[1]
+        return full.is_symlink() and hash_bytes(top, os.fsencode(os.readlink(full))) == want[1]
     if path not in hashed:
         return False
     executable = bool(full.stat().st_mode & 0o100)
@@ -208,7 +208,7 @@ def _commit(space: Workspace, merged: str, new: dict[str, Entry], phase: Phase) 
     try:
         run_git(top, "read-tree", merged, env=env)
         info = "".join(f"{mode} {oid}\t{path}\0" for path, (mode, oid) in new.items())
-        run_git(top, "update-index", "-z", "--index-info", env=env, stdin=info.encode())
+        run_git(top, "update-index", "-z", "--index-info", env=env, stdin=os.fsencode(info))
         tree = git_text(top, "write-tree", env=env)
     finally:
         scratch.unlink(missing_ok=True)
@@ -229,7 +229,7 @@ def _write(top: Path, new: dict[str, Entry]) -> None:
         tmp = target.with_name(f".{target.name}.maestro-merge.tmp")
         tmp.unlink(missing_ok=True)
         if mode == "120000":
-            os.symlink(contents[path].decode(), tmp)
+            os.symlink(os.fsdecode(contents[path]), tmp)
         else:
             tmp.write_bytes(contents[path])
             os.chmod(tmp, 0o755 if mode == "100755" else 0o644)

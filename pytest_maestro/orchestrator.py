@@ -100,16 +100,18 @@ class Orchestrator:
                 "directory this tool can write"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
-        self.budget.reset()  # --maestro-budget-usd caps this run
-        self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
-        recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
-        if self.isolation is not None:
-            try:
+        try:
+            self.budget.reset()  # --maestro-budget-usd caps this run
+            self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
+            recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
+            if self.isolation is not None:
                 kept = self.isolation.start()
-            except IsolationError as exc:
-                recorder.close()  # no run, and pytest ends no session it never started
-                raise StateError(str(exc)) from None
-            self.notes += [f"after a killed run: {line}" for line in kept]
+                self.notes += [f"after a killed run: {line}" for line in kept]
+        except BaseException as exc:
+            recorder.close()  # no run, and pytest ends no session it never started
+            if isinstance(exc, IsolationError | OSError):
+                raise StateError(_one_line(exc)) from None
+            raise
         self.recorder = recorder
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
@@ -398,3 +400,10 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
     for path in paths:
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"cannot start the run: {error.strerror}{where}"
+    return str(error)

@@ -98,7 +98,7 @@ class PhaseLog:
         return cls._held.get(path)
 
     def write_line(self, text: str) -> None:
-        self.out.write(text.encode() + b"\n")
+        self.out.write(text.encode("utf-8", "replace") + b"\n")
 
     def begin_attempt(self) -> None:
         self.attempt_start = self.out.tell()

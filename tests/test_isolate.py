@@ -556,3 +556,44 @@ def test_eight_phases_at_once_each_get_a_working_worktree(
     assert len(list((repo / "out").iterdir())) == WAVES * WIDTH
     assert user_state(repo) == before
     assert worktrees(repo) == [str(repo)]
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["whole-diff", "declared"])
+def test_file_names_that_are_not_utf8_come_back_as_they_were(
+    repo: Path, pytester: pytest.Pytester, declared: bool
+) -> None:
+    raw = b"data-\xff.bin"  # a file name is bytes: not every one decodes as UTF-8
+    write = "printf x > \"$(printf 'data-\\377.bin')\" && echo made > made.txt"
+    files = {"files": {"create": ["made.txt"]}} if declared else {}
+    write_plan(pytester, [phase("bytes", write, max_retries=0, **files)])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    assert "Traceback" not in result.stdout.str()
+    if declared:  # outside the declared files: named, kept, nothing brought back
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*changed files outside its declared ones: data-*.bin*"])
+        assert not os.path.exists(os.fsencode(repo) + b"/" + raw)
+        assert any("/kept/" in ref for ref in kept_refs(repo))
+    else:
+        result.assert_outcomes(passed=1)
+        assert (repo / "made.txt").read_text() == "made\n"
+        with open(os.fsencode(repo) + b"/" + raw, "rb") as brought_back:
+            assert brought_back.read() == b"x"
+
+
+def test_a_state_dir_isolation_cannot_use_is_one_line_and_leaves_the_session_free(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(pytester, [phase("a", "true")])
+    (repo / ".maestro").mkdir()
+    (repo / ".maestro" / ".gitignore").write_text("*\n")
+    (repo / ".maestro" / "worktrees").write_text("")  # where worktrees go, taken by a file
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", ISOLATE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.strip()] == [
+        f"ERROR: cannot start the run: File exists: {repo / '.maestro' / 'worktrees'}"
+    ]
+    (repo / ".maestro" / "worktrees").unlink()
+    again = pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider"
+    )
+    again.assert_outcomes(passed=1)  # the failed start left no lock behind

@@ -47,7 +47,7 @@ def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
         if mode is not None:
             os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(text.encode("utf-8", "replace"))  # a lone surrogate: a file name's byte
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
