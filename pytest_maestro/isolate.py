@@ -33,7 +33,15 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
-from .shared_refs import Own, branches, keeper, put_back_branches, ref_part, stamp, unstash
+from .shared_refs import (
+    Own,
+    branches,
+    keeper,
+    put_back_branches,
+    ref_part,
+    stamp,
+    unstash,
+)
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
@@ -189,7 +197,7 @@ class Isolation:
         space = Workspace(self, phase_id, self.slot(slot), start, before)
         left = Workspace.load(self, space.marker)
         if left is not None and left.phase_id:  # a phase of this process never ended
-            with contextlib.suppress(GitError, OSError):
+            with contextlib.suppress(GitError, OSError, IsolationError):
                 left.keep("its phase never ended")
                 left.put_back_shared()
         self.worktrees.mkdir(parents=True, exist_ok=True)
@@ -280,7 +288,7 @@ class Workspace:
     def release(self) -> None:
         """The phase is over: what it stashed leaves the user's stash list, and the worktree
         waits for the next phase of this process."""
-        with contextlib.suppress(GitError):
+        with contextlib.suppress(GitError, IsolationError):
             self.put_back_shared()
         self.mark(None)
 
@@ -340,18 +348,22 @@ class Workspace:
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``; where, as refs."""
+        kept under ``refs/maestro/``; where, as refs. One result's merge or another phase's
+        put-back at a time; the stash and the branches each whatever the other's failure."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
-        own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
-        kept = unstash(own, keep)
-        if self.branches is not None:
-            kept += put_back_branches(own, self.path, dict(self.branches), keep)
+        kept: list[str] = []
+        with held(iso.lock("merge")):
+            own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
+            with contextlib.suppress(GitError):
+                kept += unstash(own, keep)
+            if self.branches is not None:
+                kept += put_back_branches(own, self.path, dict(self.branches), keep)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
-        with contextlib.suppress(GitError):
+        with contextlib.suppress(GitError, IsolationError):
             self.put_back_shared()
         admin = None
         with contextlib.suppress(GitError, OSError):

@@ -139,19 +139,34 @@ def put_back_branches(
     return kept
 
 
+STASH_MISSES = 5  # times the stash may change under a drop before the rest is left as it is
+
+
 def unstash(own: Own, keep: Callable[[str, str], str]) -> list[str]:
     """git shares the stash among worktrees: the entries this one made leave the stash list,
-    kept by ``keep``; the user's and other phases' stay."""
-    entries = git_text(own.top, "stash", "list", "--format=%H").split()
-    mine = [n for n, entry in enumerate(entries) if own.stashed(entry)]
-    kept = []
-    for n in reversed(mine):  # from the oldest: dropping one leaves the newer ones' numbers
+    kept by ``keep``; the user's and other phases' stay. Each entry is dropped by its number
+    only if that number still names it, just before the drop."""
+    kept: dict[str, str] = {}  # entry -> where kept
+    known: dict[str, bool] = {}  # entry -> made here
+    misses = 0
+    while misses < STASH_MISSES:
+        entries = git_text(own.top, "stash", "list", "--format=%H").split()
+        for entry in entries:
+            if entry not in known:
+                known[entry] = own.stashed(entry)
+        mine = [n for n, entry in enumerate(entries) if known[entry]]
+        if not mine:
+            break
+        n = mine[-1]  # the oldest: dropping it leaves the newer ones' numbers
+        entry = entries[n]
+        if entry not in kept:
+            kept[entry] = keep(f"stash-{n}", entry)
         name = f"stash@{{{n}}}"
-        if rev(own.top, name) != entries[n]:
-            break  # the stash changed meanwhile: no guessing which entry is which
-        kept.append(keep(f"stash-{n}", entries[n]))
+        if rev(own.top, name) != entry:
+            misses += 1  # the stash changed meanwhile: read it again
+            continue
         run_git(own.top, "stash", "drop", "--quiet", name)
-    return kept
+    return list(kept.values())
 
 
 def keeper(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:
