@@ -34,7 +34,9 @@ from .git import (
     snapshot_tree,
 )
 from .shared_refs import (
+    Branches,
     Own,
+    Run,
     branches,
     keeper,
     put_back_branches,
@@ -103,6 +105,18 @@ class Isolation:
         return self.state_dir / "worktrees" / self.session
 
     @property
+    def users_branches(self) -> Path:
+        """The user's branches as the run started: the only deleted ones put back."""
+        return self.worktrees.parent / f"{self.session}.branches.json"
+
+    def user_branches(self) -> Branches:
+        try:
+            data = json.loads(self.users_branches.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    @property
     def kept_dir(self) -> Path:
         return self.state_dir / "kept"
 
@@ -130,7 +144,9 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-        except GitError as exc:
+            self.users_branches.parent.mkdir(parents=True, exist_ok=True)
+            self.users_branches.write_text(json.dumps(branches(self.top)))
+        except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
 
@@ -139,6 +155,7 @@ class Isolation:
         notes = self.salvage("the run ended before its phase did")
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
+        self.users_branches.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.worktrees.rmdir()
         return notes
@@ -358,7 +375,8 @@ class Workspace:
             with contextlib.suppress(GitError):
                 kept += unstash(own, keep)
             if self.branches is not None:
-                kept += put_back_branches(own, self.path, dict(self.branches), keep)
+                run = Run(iso.user_branches(), rev(iso.top, iso.base_ref))
+                kept += put_back_branches(own, self.path, dict(self.branches), keep, run)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:

@@ -6,7 +6,8 @@ branches. What its own worktree so left in refs the user sees is kept under ``re
 and taken away. Its own, and only that: every phase starts at a commit of its own, so what
 descends from it is the phase's work, and the worktree's HEAD log names the branches it
 checked out. Branches the user makes or moves during the run, and other phases' branches and
-stash entries, stay as they are; so does any branch checked out in another worktree.
+stash entries, stay as they are; so does any branch checked out in another worktree. A deleted
+branch comes back only if it was the user's as the run started, and not onto a phase's work.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def checked_out_elsewhere(top: Path, here: Path) -> set[str]:
 
 
 def put_back_branches(
-    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str]
+    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str], run: Run
 ) -> list[str]:
     """Branches the worktree ``here`` made or moved since ``before`` go back as they were;
     ``keep(what, commit)`` keeps each new commit and says where. Where they were kept."""
@@ -125,9 +126,10 @@ def put_back_branches(
         if old == new or ref in elsewhere:
             continue
         try:
-            if new is None:  # deleted: whoever did, it comes back
+            if new is None:  # deleted: the user's comes back; a phase's was kept by its taker
                 assert old is not None
-                set_ref(top, ref, old, "0" * len(old))
+                if ref in run.users and not run.phase_work(own, old):
+                    set_ref(top, ref, old, "0" * len(old))
             elif ref in own.checked_out or own.made(new):
                 kept.append(keep(ref.removeprefix("refs/heads/"), new))
                 if old is None:
@@ -137,6 +139,26 @@ def put_back_branches(
         except GitError:
             continue  # changed again meanwhile: not undone
     return kept
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the whole run knows: the user's branches as it started, and its base commit
+    (every phase's work descends from it)."""
+
+    users: Branches
+    base: str | None
+
+    def phase_work(self, own: Own, commit: str) -> bool:
+        if own.made(commit):
+            return True
+        if self.base is None:
+            return False
+        try:
+            run_git(own.top, "merge-base", "--is-ancestor", self.base, commit)
+        except GitError:
+            return False
+        return True
 
 
 STASH_MISSES = 5  # times the stash may change under a drop before the rest is left as it is

@@ -149,3 +149,31 @@ def test_a_stash_drop_that_fails_still_lets_the_branches_be_taken_back(
     assert any("/kept/p-phase-branch-" in ref for ref in kept_refs(iso.root))
     assert any("/kept/p-stash-0-" in ref for ref in kept_refs(iso.root))
     iso.finish()
+
+
+def test_another_phases_branch_taken_back_meanwhile_stays_gone(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    b = iso.open("b", slot="b")
+    git(b.path, "branch", "b-branch")
+    a = iso.open("a", slot="a")  # as it opens, b-branch is there
+    b.release()
+    assert git(iso.root, "branch", "--list", "b-branch") == ""
+    a.release()
+    assert git(iso.root, "branch", "--list", "b-branch") == ""
+    assert [r for r in kept_refs(iso.root) if "/kept/a-" in r] == []
+    iso.finish()
+
+
+def test_a_branch_the_user_deletes_stays_deleted_and_one_a_phase_deletes_comes_back(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    git(iso.root, "branch", "x")  # made during the run
+    space = iso.open("p", slot="w")
+    git(iso.root, "branch", "-D", "x")
+    develop = git(iso.root, "rev-parse", "develop")
+    git(space.path, "branch", "-D", "develop")
+    space.release()
+    assert git(iso.root, "branch", "--list", "x") == ""
+    assert git(iso.root, "rev-parse", "develop") == develop
+    iso.finish()
