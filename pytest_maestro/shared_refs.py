@@ -1,13 +1,14 @@
 """What git shares among worktrees, put back after an isolated phase: its stash and branches.
 
-An agent in its worktree cannot move a branch checked out in another worktree (git refuses),
-but it can stash, check out one of the user's other branches and commit there, or make
-branches. What its own worktree so left in refs the user sees is kept under ``refs/maestro/``
-and taken away. Its own, and only that: every phase starts at a commit of its own, so what
-descends from it is the phase's work, and the worktree's HEAD log names the branches it
-checked out. Branches the user makes or moves during the run, and other phases' branches and
-stash entries, stay as they are; so does any branch checked out in another worktree. A deleted
-branch comes back only if it was the user's as the run started, and not onto a phase's work.
+An agent in its worktree cannot check out a branch checked out in another worktree (git
+refuses), but it can move one with ``git update-ref``, stash, check out one of the user's other
+branches and commit there, or make branches. What its own worktree so left in refs the user
+sees is kept under ``refs/maestro/`` and taken away. Its own, and only that: every phase starts
+at a commit of its own, so what descends from it is the phase's work, and the worktree's HEAD
+log names the branches it checked out. Branches the user makes or moves during the run, and
+other phases' branches and stash entries, stay as they are; so does any branch checked out in
+another worktree, unless this phase moved it onto its own work. A deleted branch comes back
+only if it was the user's as the run started, and not onto a phase's work.
 """
 
 from __future__ import annotations
@@ -123,14 +124,14 @@ def put_back_branches(
     now, elsewhere = branches(top), checked_out_elsewhere(top, here)
     for ref in sorted(set(now) | set(before)):
         old, new = before.get(ref), now.get(ref)
-        if old == new or ref in elsewhere:
+        if old == new:
             continue
         try:
             if new is None:  # deleted: the user's comes back; a phase's was kept by its taker
                 assert old is not None
                 if ref in run.users and not run.phase_work(own, old):
                     set_ref(top, ref, old, "0" * len(old))
-            elif ref in own.checked_out or own.made(new):
+            elif own.made(new) or (ref in own.checked_out and ref not in elsewhere):
                 kept.append(keep(ref.removeprefix("refs/heads/"), new))
                 if old is None:
                     run_git(top, "update-ref", "-d", ref, new)

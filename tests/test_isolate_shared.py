@@ -177,3 +177,21 @@ def test_a_branch_the_user_deletes_stays_deleted_and_one_a_phase_deletes_comes_b
     assert git(iso.root, "branch", "--list", "x") == ""
     assert git(iso.root, "rev-parse", "develop") == develop
     iso.finish()
+
+
+def test_the_users_checked_out_branch_moved_onto_the_phases_work_goes_back(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    space = iso.open("p", slot="w")
+    main = git(iso.root, "rev-parse", "main").strip()
+    (space.path / "phase.txt").write_text("the phase's\n")
+    git(space.path, "add", "phase.txt")
+    git(space.path, "commit", "-qm", "the phase's commit")
+    work = git(space.path, "rev-parse", "HEAD").strip()
+    git(space.path, "update-ref", "refs/heads/main", "HEAD")
+    space.release()
+    assert git(iso.root, "rev-parse", "main").strip() == main
+    assert git(iso.root, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    kept = git(iso.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
+    assert f"{work} refs/maestro/{iso.refs.split('/')[-1]}/kept/p-main-" in kept
+    iso.finish()
