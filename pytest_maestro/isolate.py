@@ -33,7 +33,17 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
-from .shared_refs import Own, branches, keeper, put_back_branches, ref_part, stamp, unstash
+from .shared_refs import (
+    Branches,
+    Own,
+    Run,
+    branches,
+    keeper,
+    put_back_branches,
+    ref_part,
+    stamp,
+    unstash,
+)
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
@@ -95,6 +105,18 @@ class Isolation:
         return self.state_dir / "worktrees" / self.session
 
     @property
+    def users_branches(self) -> Path:
+        """The user's branches as the run started: the only deleted ones put back."""
+        return self.worktrees.parent / f"{self.session}.branches.json"
+
+    def user_branches(self) -> Branches:
+        try:
+            data = json.loads(self.users_branches.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    @property
     def kept_dir(self) -> Path:
         return self.state_dir / "kept"
 
@@ -122,7 +144,9 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-        except GitError as exc:
+            self.users_branches.parent.mkdir(parents=True, exist_ok=True)
+            self.users_branches.write_text(json.dumps(branches(self.top)))
+        except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
 
@@ -131,6 +155,7 @@ class Isolation:
         notes = self.salvage("the run ended before its phase did")
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
+        self.users_branches.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.worktrees.rmdir()
         return notes
@@ -189,7 +214,7 @@ class Isolation:
         space = Workspace(self, phase_id, self.slot(slot), start, before)
         left = Workspace.load(self, space.marker)
         if left is not None and left.phase_id:  # a phase of this process never ended
-            with contextlib.suppress(GitError, OSError):
+            with contextlib.suppress(GitError, OSError, IsolationError):
                 left.keep("its phase never ended")
                 left.put_back_shared()
         self.worktrees.mkdir(parents=True, exist_ok=True)
@@ -280,7 +305,7 @@ class Workspace:
     def release(self) -> None:
         """The phase is over: what it stashed leaves the user's stash list, and the worktree
         waits for the next phase of this process."""
-        with contextlib.suppress(GitError):
+        with contextlib.suppress(GitError, IsolationError):
             self.put_back_shared()
         self.mark(None)
 
@@ -340,18 +365,23 @@ class Workspace:
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``; where, as refs."""
+        kept under ``refs/maestro/``; where, as refs. One result's merge or another phase's
+        put-back at a time; the stash and the branches each whatever the other's failure."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
-        own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
-        kept = unstash(own, keep)
-        if self.branches is not None:
-            kept += put_back_branches(own, self.path, dict(self.branches), keep)
+        kept: list[str] = []
+        with held(iso.lock("merge")):
+            own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
+            with contextlib.suppress(GitError):
+                kept += unstash(own, keep)
+            if self.branches is not None:
+                run = Run(iso.user_branches(), rev(iso.top, iso.base_ref))
+                kept += put_back_branches(own, self.path, dict(self.branches), keep, run)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
-        with contextlib.suppress(GitError):
+        with contextlib.suppress(GitError, IsolationError):
             self.put_back_shared()
         admin = None
         with contextlib.suppress(GitError, OSError):

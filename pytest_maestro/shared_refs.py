@@ -1,12 +1,14 @@
 """What git shares among worktrees, put back after an isolated phase: its stash and branches.
 
-An agent in its worktree cannot move a branch checked out in another worktree (git refuses),
-but it can stash, check out one of the user's other branches and commit there, or make
-branches. What its own worktree so left in refs the user sees is kept under ``refs/maestro/``
-and taken away. Its own, and only that: every phase starts at a commit of its own, so what
-descends from it is the phase's work, and the worktree's HEAD log names the branches it
-checked out. Branches the user makes or moves during the run, and other phases' branches and
-stash entries, stay as they are; so does any branch checked out in another worktree.
+An agent in its worktree cannot check out a branch checked out in another worktree (git
+refuses), but it can move one with ``git update-ref``, stash, check out one of the user's other
+branches and commit there, or make branches. What its own worktree so left in refs the user
+sees is kept under ``refs/maestro/`` and taken away. Its own, and only that: every phase starts
+at a commit of its own, so what descends from it is the phase's work, and the worktree's HEAD
+log names the branches it checked out. Branches the user makes or moves during the run, and
+other phases' branches and stash entries, stay as they are; so does any branch checked out in
+another worktree, unless this phase moved it onto its own work. A deleted branch comes back
+only if it was the user's as the run started, and not onto a phase's work.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def checked_out_elsewhere(top: Path, here: Path) -> set[str]:
 
 
 def put_back_branches(
-    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str]
+    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str], run: Run
 ) -> list[str]:
     """Branches the worktree ``here`` made or moved since ``before`` go back as they were;
     ``keep(what, commit)`` keeps each new commit and says where. Where they were kept."""
@@ -122,13 +124,14 @@ def put_back_branches(
     now, elsewhere = branches(top), checked_out_elsewhere(top, here)
     for ref in sorted(set(now) | set(before)):
         old, new = before.get(ref), now.get(ref)
-        if old == new or ref in elsewhere:
+        if old == new:
             continue
         try:
-            if new is None:  # deleted: whoever did, it comes back
+            if new is None:  # deleted: the user's comes back; a phase's was kept by its taker
                 assert old is not None
-                set_ref(top, ref, old, "0" * len(old))
-            elif ref in own.checked_out or own.made(new):
+                if ref in run.users and not run.phase_work(own, old):
+                    set_ref(top, ref, old, "0" * len(old))
+            elif own.made(new) or (ref in own.checked_out and ref not in elsewhere):
                 kept.append(keep(ref.removeprefix("refs/heads/"), new))
                 if old is None:
                     run_git(top, "update-ref", "-d", ref, new)
@@ -139,19 +142,54 @@ def put_back_branches(
     return kept
 
 
+@dataclass(frozen=True)
+class Run:
+    """What the whole run knows: the user's branches as it started, and its base commit
+    (every phase's work descends from it)."""
+
+    users: Branches
+    base: str | None
+
+    def phase_work(self, own: Own, commit: str) -> bool:
+        if own.made(commit):
+            return True
+        if self.base is None:
+            return False
+        try:
+            run_git(own.top, "merge-base", "--is-ancestor", self.base, commit)
+        except GitError:
+            return False
+        return True
+
+
+STASH_MISSES = 5  # times the stash may change under a drop before the rest is left as it is
+
+
 def unstash(own: Own, keep: Callable[[str, str], str]) -> list[str]:
     """git shares the stash among worktrees: the entries this one made leave the stash list,
-    kept by ``keep``; the user's and other phases' stay."""
-    entries = git_text(own.top, "stash", "list", "--format=%H").split()
-    mine = [n for n, entry in enumerate(entries) if own.stashed(entry)]
-    kept = []
-    for n in reversed(mine):  # from the oldest: dropping one leaves the newer ones' numbers
+    kept by ``keep``; the user's and other phases' stay. Each entry is dropped by its number
+    only if that number still names it, just before the drop."""
+    kept: dict[str, str] = {}  # entry -> where kept
+    known: dict[str, bool] = {}  # entry -> made here
+    misses = 0
+    while misses < STASH_MISSES:
+        entries = git_text(own.top, "stash", "list", "--format=%H").split()
+        for entry in entries:
+            if entry not in known:
+                known[entry] = own.stashed(entry)
+        mine = [n for n, entry in enumerate(entries) if known[entry]]
+        if not mine:
+            break
+        n = mine[-1]  # the oldest: dropping it leaves the newer ones' numbers
+        entry = entries[n]
+        if entry not in kept:
+            kept[entry] = keep(f"stash-{n}", entry)
         name = f"stash@{{{n}}}"
-        if rev(own.top, name) != entries[n]:
-            break  # the stash changed meanwhile: no guessing which entry is which
-        kept.append(keep(f"stash-{n}", entries[n]))
+        if rev(own.top, name) != entry:
+            misses += 1  # the stash changed meanwhile: read it again
+            continue
         run_git(own.top, "stash", "drop", "--quiet", name)
-    return kept
+    return list(kept.values())
 
 
 def keeper(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:

@@ -3,8 +3,14 @@ and stash entries its own worktree made, never another phase's nor the user's.""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from pytest_maestro import isolate
 from pytest_maestro.isolate import Isolation
 from pytest_maestro.shared_refs import keeper
 
@@ -75,3 +81,117 @@ def test_kept_branch_names_never_collide(tmp_path: Path) -> None:
     assert "p-a%2Fb-" in refs[0] and "p-a_b-" in refs[1] and "p-a%252Fb-" in refs[2]
     listed = git(tmp_path, "for-each-ref", "--format=%(refname)", "refs/maestro/").split()
     assert sorted(listed) == sorted(refs)
+
+
+def test_a_stash_entry_pushed_while_one_is_kept_is_never_the_one_dropped(
+    iso: Isolation,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    space = iso.open("p", slot="w")
+    (space.path / "wip.txt").write_text("the phase's work in progress\n")
+    git(space.path, "stash", "-q", "-u")
+    [phase_entry] = stash_list(iso.root)
+
+    def keeper_meanwhile(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:
+        keep = keeper(top, refs, stem)
+
+        def keep_meanwhile(what: str, commit: str) -> str:
+            if len(stash_list(iso.root)) == 1:
+                git(iso.root, "stash", "-q")  # the user stashes in that very moment
+            return keep(what, commit)
+
+        return keep_meanwhile
+
+    monkeypatch.setattr(isolate, "keeper", keeper_meanwhile)
+    space.release()
+    [users] = stash_list(iso.root)
+    assert users != phase_entry
+    assert git(iso.root, "show", "-s", "--format=%s", users).startswith("WIP on main")
+    kept = git(iso.root, "for-each-ref", "--format=%(objectname)", "refs/maestro/").split()
+    assert phase_entry in kept
+    iso.finish()
+
+
+def test_taking_back_waits_for_a_merge_under_way(iso: Isolation) -> None:  # noqa: F811
+    space = iso.open("p", slot="w")
+    (space.path / "wip.txt").write_text("the phase's work in progress\n")
+    git(space.path, "stash", "-q", "-u")
+    merging = iso.lock("merge")
+    merging.acquire()
+    released = threading.Thread(target=space.release)
+    try:
+        released.start()
+        time.sleep(0.5)
+        assert released.is_alive()
+        assert len(stash_list(iso.root)) == 1
+    finally:
+        merging.release()
+        released.join(30)
+    assert stash_list(iso.root) == []
+    iso.finish()
+
+
+def test_a_stash_drop_that_fails_still_lets_the_branches_be_taken_back(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    space = iso.open("p", slot="w")
+    (space.path / "wip.txt").write_text("the phase's work in progress\n")
+    git(space.path, "stash", "-q", "-u")
+    git(space.path, "branch", "phase-branch")
+    held = iso.common / "refs" / "stash.lock"  # another git process holds the stash
+    held.write_text("")
+    try:
+        space.release()
+    finally:
+        held.unlink()
+    assert git(iso.root, "branch", "--list", "phase-branch") == ""
+    assert len(stash_list(iso.root)) == 1  # not dropped, but kept
+    assert any("/kept/p-phase-branch-" in ref for ref in kept_refs(iso.root))
+    assert any("/kept/p-stash-0-" in ref for ref in kept_refs(iso.root))
+    iso.finish()
+
+
+def test_another_phases_branch_taken_back_meanwhile_stays_gone(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    b = iso.open("b", slot="b")
+    git(b.path, "branch", "b-branch")
+    a = iso.open("a", slot="a")  # as it opens, b-branch is there
+    b.release()
+    assert git(iso.root, "branch", "--list", "b-branch") == ""
+    a.release()
+    assert git(iso.root, "branch", "--list", "b-branch") == ""
+    assert [r for r in kept_refs(iso.root) if "/kept/a-" in r] == []
+    iso.finish()
+
+
+def test_a_branch_the_user_deletes_stays_deleted_and_one_a_phase_deletes_comes_back(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    git(iso.root, "branch", "x")  # made during the run
+    space = iso.open("p", slot="w")
+    git(iso.root, "branch", "-D", "x")
+    develop = git(iso.root, "rev-parse", "develop")
+    git(space.path, "branch", "-D", "develop")
+    space.release()
+    assert git(iso.root, "branch", "--list", "x") == ""
+    assert git(iso.root, "rev-parse", "develop") == develop
+    iso.finish()
+
+
+def test_the_users_checked_out_branch_moved_onto_the_phases_work_goes_back(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    space = iso.open("p", slot="w")
+    main = git(iso.root, "rev-parse", "main").strip()
+    (space.path / "phase.txt").write_text("the phase's\n")
+    git(space.path, "add", "phase.txt")
+    git(space.path, "commit", "-qm", "the phase's commit")
+    work = git(space.path, "rev-parse", "HEAD").strip()
+    git(space.path, "update-ref", "refs/heads/main", "HEAD")
+    space.release()
+    assert git(iso.root, "rev-parse", "main").strip() == main
+    assert git(iso.root, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    kept = git(iso.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
+    assert f"{work} refs/maestro/{iso.refs.split('/')[-1]}/kept/p-main-" in kept
+    iso.finish()
