@@ -589,9 +589,9 @@ def test_a_state_dir_isolation_cannot_use_is_one_line_and_leaves_the_session_fre
     (repo / ".maestro" / "worktrees").write_text("")  # where worktrees go, taken by a file
     result = pytester.runpytest_subprocess("--maestro", "plan.yaml", ISOLATE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert [line for line in result.errlines if line.strip()] == [
-        f"ERROR: cannot start the run: File exists: {repo / '.maestro' / 'worktrees'}"
-    ]
+    [error] = [line for line in result.errlines if line.strip()]
+    assert error.startswith("ERROR: cannot ") and "File exists" in error, error
+    assert str(repo / ".maestro" / "worktrees") in error
     (repo / ".maestro" / "worktrees").unlink()
     again = pytester.runpytest_subprocess(
         "--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider"
