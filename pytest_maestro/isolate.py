@@ -34,13 +34,15 @@ from .git import (
     snapshot_tree,
 )
 from .shared_refs import (
-    Branches,
     Own,
     Run,
+    Users,
     branches,
     keeper,
     put_back_branches,
+    put_back_tags,
     ref_part,
+    restash,
     stamp,
     unstash,
 )
@@ -105,16 +107,9 @@ class Isolation:
         return self.state_dir / "worktrees" / self.session
 
     @property
-    def users_branches(self) -> Path:
-        """The user's branches as the run started: the only deleted ones put back."""
-        return self.worktrees.parent / f"{self.session}.branches.json"
-
-    def user_branches(self) -> Branches:
-        try:
-            data = json.loads(self.users_branches.read_text())
-        except (OSError, ValueError):
-            return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    def users(self) -> Path:
+        """Where the user's refs as the run started are recorded (see ``Users.save``)."""
+        return self.worktrees.parent / self.session
 
     @property
     def kept_dir(self) -> Path:
@@ -144,8 +139,7 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-            self.users_branches.parent.mkdir(parents=True, exist_ok=True)
-            self.users_branches.write_text(json.dumps(branches(self.top)))
+            Users.read(self.top).save(self.users)
         except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
@@ -155,7 +149,7 @@ class Isolation:
         notes = self.salvage("the run ended before its phase did")
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
-        self.users_branches.unlink(missing_ok=True)
+        Users.forget(self.users)
         with contextlib.suppress(OSError):
             self.worktrees.rmdir()
         return notes
@@ -365,18 +359,23 @@ class Workspace:
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``; where, as refs. One result's merge or another phase's
-        put-back at a time; the stash and the branches each whatever the other's failure."""
+        kept under ``refs/maestro/``, and the user's tags and stash entries put back; where, as
+        refs. One result's merge or another phase's put-back at a time; each of those whatever
+        another's failure."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
         kept: list[str] = []
         with held(iso.lock("merge")):
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
+            run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
             with contextlib.suppress(GitError):
                 kept += unstash(own, keep)
+            with contextlib.suppress(GitError):
+                restash(iso.top, run.users.stash)
             if self.branches is not None:
-                run = Run(iso.user_branches(), rev(iso.top, iso.base_ref))
                 kept += put_back_branches(own, self.path, dict(self.branches), keep, run)
+            with contextlib.suppress(GitError):
+                kept += put_back_tags(own, run, keep)
         return kept
 
     def remove(self, keep_marker: bool = False) -> None:
