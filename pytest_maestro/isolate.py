@@ -39,12 +39,9 @@ from .shared_refs import (
     Users,
     branches,
     keeper,
-    put_back_branches,
-    put_back_tags,
+    put_back,
     ref_part,
-    restash,
     stamp,
-    unstash,
 )
 
 # What git keeps in a worktree's own directory while an operation is under way.
@@ -364,19 +361,11 @@ class Workspace:
         another's failure."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
-        kept: list[str] = []
         with held(iso.lock("merge")):
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
             run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
-            with contextlib.suppress(GitError):
-                kept += unstash(own, keep)
-            with contextlib.suppress(GitError):
-                restash(iso.top, run.users.stash)
-            if self.branches is not None:
-                kept += put_back_branches(own, self.path, dict(self.branches), keep, run)
-            with contextlib.suppress(GitError):
-                kept += put_back_tags(own, run, keep)
-        return kept
+            before = None if self.branches is None else dict(self.branches)
+            return put_back(own, self.path, run, before, keep)
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""

@@ -283,6 +283,24 @@ def restash(top: Path, users: Stash) -> None:
                 run_git(top, "stash", "store", "-m", message, entry)
 
 
+def put_back(
+    own: Own, here: Path, run: Run, before: Branches | None, keep: Callable[[str, str], str]
+) -> list[str]:
+    """All of the above for the worktree ``here`` (``own``: what it did; ``before``: its
+    branches as it started, None if unknown), each whatever another's failure; where what was
+    taken away is kept."""
+    kept: list[str] = []
+    with contextlib.suppress(GitError):
+        kept += unstash(own, keep)
+    with contextlib.suppress(GitError):
+        restash(own.top, run.users.stash)
+    if before is not None:
+        kept += put_back_branches(own, here, before, keep, run)
+    with contextlib.suppress(GitError):
+        kept += put_back_tags(own, run, keep)
+    return kept
+
+
 def keeper(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:
     """``keep(what, commit)``: the commit kept as ``<refs>/<stem>-<what>-<stamp>``."""
 
