@@ -34,15 +34,14 @@ from .git import (
     snapshot_tree,
 )
 from .shared_refs import (
-    Branches,
     Own,
     Run,
+    Users,
     branches,
     keeper,
-    put_back_branches,
+    put_back,
     ref_part,
     stamp,
-    unstash,
 )
 
 # What git keeps in a worktree's own directory while an operation is under way.
@@ -105,16 +104,9 @@ class Isolation:
         return self.state_dir / "worktrees" / self.session
 
     @property
-    def users_branches(self) -> Path:
-        """The user's branches as the run started: the only deleted ones put back."""
-        return self.worktrees.parent / f"{self.session}.branches.json"
-
-    def user_branches(self) -> Branches:
-        try:
-            data = json.loads(self.users_branches.read_text())
-        except (OSError, ValueError):
-            return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    def users(self) -> Path:
+        """Where the user's refs as the run started are recorded (see ``Users.save``)."""
+        return self.worktrees.parent / self.session
 
     @property
     def kept_dir(self) -> Path:
@@ -144,8 +136,7 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-            self.users_branches.parent.mkdir(parents=True, exist_ok=True)
-            self.users_branches.write_text(json.dumps(branches(self.top)))
+            Users.read(self.top).save(self.users)
         except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
@@ -155,7 +146,7 @@ class Isolation:
         notes = self.salvage("the run ended before its phase did")
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
-        self.users_branches.unlink(missing_ok=True)
+        Users.forget(self.users)
         with contextlib.suppress(OSError):
             self.worktrees.rmdir()
         return notes
@@ -365,19 +356,16 @@ class Workspace:
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``; where, as refs. One result's merge or another phase's
-        put-back at a time; the stash and the branches each whatever the other's failure."""
+        kept under ``refs/maestro/``, and the user's tags and stash entries put back; where, as
+        refs. One result's merge or another phase's put-back at a time; each of those whatever
+        another's failure."""
         iso = self.isolation
         keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
-        kept: list[str] = []
         with held(iso.lock("merge")):
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
-            with contextlib.suppress(GitError):
-                kept += unstash(own, keep)
-            if self.branches is not None:
-                run = Run(iso.user_branches(), rev(iso.top, iso.base_ref))
-                kept += put_back_branches(own, self.path, dict(self.branches), keep, run)
-        return kept
+            run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
+            before = None if self.branches is None else dict(self.branches)
+            return put_back(own, self.path, run, before, keep)
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""

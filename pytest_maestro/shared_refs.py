@@ -1,4 +1,4 @@
-"""What git shares among worktrees, put back after an isolated phase: its stash and branches.
+"""What git shares among worktrees, put back after an isolated phase: its stash, branches and tags.
 
 An agent in its worktree cannot check out a branch checked out in another worktree (git
 refuses), but it can move one with ``git update-ref``, stash, check out one of the user's other
@@ -8,23 +8,27 @@ at a commit of its own, so what descends from it is the phase's work, and the wo
 log names the branches it checked out. Branches the user makes or moves during the run, and
 other phases' branches and stash entries, stay as they are; so does any branch checked out in
 another worktree, unless this phase moved it onto its own work. A deleted branch comes back
-only if it was the user's as the run started, and not onto a phase's work.
+only if it was the user's as the run started, and not onto a phase's work. So do the user's
+tags and stash entries as the run started, when deleted or (tags) moved; a moved tag's new target
+is kept. Restored stash entries go on top of the stash, so its order may differ from before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .git import GitError, git_text, rev, run_git, set_ref
 
-Branches = dict[str, str]  # ref -> commit
+Branches = dict[str, str]  # ref -> commit (for tags: the object it names)
+Stash = tuple[tuple[str, str], ...]  # (entry's commit, its message), newest first
 MOVED_TO = re.compile(r"^checkout: moving from .+ to (\S+)$")
 MOVED_ONLY = ("checkout:", "reset:", "rebase (start)", "rebase (finish)", "rebase: fast-forward")
 
@@ -100,9 +104,67 @@ class Own:
         return self.made(on) or (on in self.heads and int(when) >= self.since)
 
 
-def branches(top: Path) -> Branches:
-    out = git_text(top, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/")
+def refs_under(top: Path, prefix: str) -> Branches:
+    out = git_text(top, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
     return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+
+def branches(top: Path) -> Branches:
+    return refs_under(top, "refs/heads/")
+
+
+def stash_entries(top: Path) -> Stash:
+    out = git_text(top, "stash", "list", "--format=%H %gs")
+    return tuple((line.partition(" ")[0], line.partition(" ")[2]) for line in out.splitlines())
+
+
+@dataclass(frozen=True)
+class Users:
+    """The user's branches, tags and stash entries as the run started: the only ones put back
+    when gone (and, for tags, when moved)."""
+
+    branches: Branches = field(default_factory=dict)
+    tags: Branches = field(default_factory=dict)
+    stash: Stash = ()
+
+    KINDS = ("branches", "tags", "stash")
+
+    @classmethod
+    def read(cls, top: Path) -> Users:
+        return cls(branches(top), refs_under(top, "refs/tags/"), stash_entries(top))
+
+    def save(self, stem: Path) -> None:
+        """As ``<stem>.branches.json``, ``<stem>.tags.json`` and ``<stem>.stash.json``."""
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for kind, data in zip(self.KINDS, (self.branches, self.tags, self.stash), strict=True):
+            Path(f"{stem}.{kind}.json").write_text(json.dumps(data))
+
+    @classmethod
+    def load(cls, stem: Path) -> Users:
+        """What ``save`` left; what is missing or unreadable as none."""
+        found: list[object] = []
+        for kind in cls.KINDS:
+            try:
+                found.append(json.loads(Path(f"{stem}.{kind}.json").read_text()))
+            except (OSError, ValueError):
+                found.append(None)
+        names, tags, stash = found
+        return cls(
+            _names(names),
+            _names(tags),
+            tuple((str(e[0]), str(e[1])) for e in stash if isinstance(e, list) and len(e) == 2)
+            if isinstance(stash, list)
+            else (),
+        )
+
+    @classmethod
+    def forget(cls, stem: Path) -> None:
+        for kind in cls.KINDS:
+            Path(f"{stem}.{kind}.json").unlink(missing_ok=True)
+
+
+def _names(data: object) -> Branches:
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def checked_out_elsewhere(top: Path, here: Path) -> set[str]:
@@ -129,7 +191,7 @@ def put_back_branches(
         try:
             if new is None:  # deleted: the user's comes back; a phase's was kept by its taker
                 assert old is not None
-                if ref in run.users and not run.phase_work(own, old):
+                if ref in run.users.branches and not run.phase_work(own, old):
                     set_ref(top, ref, old, "0" * len(old))
             elif own.made(new) or (ref in own.checked_out and ref not in elsewhere):
                 kept.append(keep(ref.removeprefix("refs/heads/"), new))
@@ -144,10 +206,10 @@ def put_back_branches(
 
 @dataclass(frozen=True)
 class Run:
-    """What the whole run knows: the user's branches as it started, and its base commit
-    (every phase's work descends from it)."""
+    """What the whole run knows: the user's refs as it started, and its base commit (every
+    phase's work descends from it)."""
 
-    users: Branches
+    users: Users
     base: str | None
 
     def phase_work(self, own: Own, commit: str) -> bool:
@@ -190,6 +252,53 @@ def unstash(own: Own, keep: Callable[[str, str], str]) -> list[str]:
             continue
         run_git(own.top, "stash", "drop", "--quiet", name)
     return list(kept.values())
+
+
+def put_back_tags(own: Own, run: Run, keep: Callable[[str, str], str]) -> list[str]:
+    """The user's tags as the run started, deleted or moved since, point where they did again;
+    ``keep(what, object)`` keeps where a moved one pointed and says where. Tags made during the
+    run stay as they are."""
+    kept = []
+    now = refs_under(own.top, "refs/tags/")
+    for ref, old in sorted(run.users.tags.items()):
+        new = now.get(ref)
+        if new == old or run.phase_work(own, old):
+            continue
+        try:
+            if new is not None:
+                kept.append(keep("tag-" + ref.removeprefix("refs/tags/"), new))
+            set_ref(own.top, ref, old, new or "0" * len(old))
+        except GitError:
+            continue  # changed again meanwhile: not undone
+    return kept
+
+
+def restash(top: Path, users: Stash) -> None:
+    """The user's stash entries as the run started, gone from the stash since, are stored back
+    with their messages, oldest first: on top of any made since."""
+    now = set(git_text(top, "stash", "list", "--format=%H").split())
+    for entry, message in reversed(users):
+        if entry not in now:
+            with contextlib.suppress(GitError):  # gone for good (pruned): nothing to store
+                run_git(top, "stash", "store", "-m", message, entry)
+
+
+def put_back(
+    own: Own, here: Path, run: Run, before: Branches | None, keep: Callable[[str, str], str]
+) -> list[str]:
+    """All of the above for the worktree ``here`` (``own``: what it did; ``before``: its
+    branches as it started, None if unknown), each whatever another's failure; where what was
+    taken away is kept."""
+    kept: list[str] = []
+    with contextlib.suppress(GitError):
+        kept += unstash(own, keep)
+    with contextlib.suppress(GitError):
+        restash(own.top, run.users.stash)
+    if before is not None:
+        kept += put_back_branches(own, here, before, keep, run)
+    with contextlib.suppress(GitError):
+        kept += put_back_tags(own, run, keep)
+    return kept
 
 
 def keeper(top: Path, refs: str, stem: str) -> Callable[[str, str], str]:

@@ -1,5 +1,6 @@
 """What git shares among worktrees, on real repositories: a phase takes back only the branches
-and stash entries its own worktree made, never another phase's nor the user's."""
+and stash entries its own worktree made, never another phase's nor the user's, and the user's
+tags and stash entries it removed or moved come back."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pytest_maestro import isolate
 from pytest_maestro.isolate import Isolation
 from pytest_maestro.shared_refs import keeper
 
-from .test_isolate import git, kept_refs
+from .test_isolate import git, init_repo, kept_refs
 from .test_isolate_merge import iso  # noqa: F401  (the fixture)
 
 
@@ -195,3 +196,64 @@ def test_the_users_checked_out_branch_moved_onto_the_phases_work_goes_back(
     kept = git(iso.root, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
     assert f"{work} refs/maestro/{iso.refs.split('/')[-1]}/kept/p-main-" in kept
     iso.finish()
+
+
+@pytest.fixture
+def users_iso(tmp_path: Path) -> Isolation:
+    """A run started on a repository with two stash entries and two tags of the user's."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_repo(root)
+    git(root, "stash", "-q", "-m", "the user's first")
+    (root / "app.txt").write_text("app v3\n")
+    git(root, "stash", "-q", "-m", "the user's second")
+    git(root, "tag", "v1")
+    git(root, "tag", "-a", "v2", "-m", "a release")
+    (root / ".maestro").mkdir()
+    (root / ".maestro" / ".gitignore").write_text("*\n")
+    isolation = Isolation.for_root(root, root / ".maestro", "plan-0000000b")
+    assert isolation.start() == []
+    return isolation
+
+
+def stash_messages(root: Path) -> list[str]:
+    return git(root, "stash", "list", "--format=%H %gs").splitlines()
+
+
+def test_the_users_stash_entries_an_agent_clears_come_back(users_iso: Isolation) -> None:
+    run, user = users_iso, users_iso.root
+    before = stash_messages(user)
+    assert len(before) == 2
+    space = run.open("p", slot="w")
+    git(space.path, "stash", "clear")
+    (user / "app.txt").write_text("app v4\n")
+    git(user, "stash", "-q", "-m", "the user's, made during the run")
+    [during] = stash_messages(user)
+    space.release()
+    assert stash_messages(user) == [*before, during]  # the user's come back on top
+    run.finish()
+
+
+@pytest.mark.parametrize(
+    "command", [("tag", "-d", "v1"), ("tag", "-f", "v1", "HEAD"), ("tag", "-f", "v2", "HEAD")]
+)
+def test_the_users_tags_an_agent_deletes_or_moves_stay_as_they_were(
+    users_iso: Isolation, command: tuple[str, ...]
+) -> None:
+    run, user = users_iso, users_iso.root
+    tags = git(user, "for-each-ref", "--format=%(refname) %(objectname)", "refs/tags/")
+    space = run.open("p", slot="w")
+    git(space.path, *command)
+    moved = git(user, "for-each-ref", "--format=%(objectname)", f"refs/tags/{command[-2]}")
+    git(user, "tag", "v3")  # the user's, made during the run: stays
+    v3 = git(user, "rev-parse", "v3").strip()
+    space.release()
+    now = git(user, "for-each-ref", "--format=%(refname) %(objectname)", "refs/tags/")
+    assert now == tags + f"refs/tags/v3 {v3}\n"
+    kept = git(user, "for-each-ref", "--format=%(objectname) %(refname)", "refs/maestro/")
+    if command[1] == "-f":
+        prefix = f"refs/maestro/{run.refs.split('/')[-1]}/kept/p-tag-{command[2]}-"
+        assert f"{moved.strip()} {prefix}" in kept
+    else:
+        assert "/kept/" not in kept
+    run.finish()
