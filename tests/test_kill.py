@@ -218,11 +218,20 @@ def _kill_once_started_then_rerun(
     deadline = time.monotonic() + 30
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
+    # A command can write before its runner has recorded its group: a kill in that instant leaves
+    # it to run on (a limit the README's Safety section states). Kill once the record holds it.
+    while not _groups_recorded(root) and time.monotonic() < deadline:
+        time.sleep(0.01)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
     if lose_start:
         _lose_records_of_starts(root)
     return _finish(root, command)
+
+
+def _groups_recorded(root: Path) -> bool:
+    records = (root / ".maestro" / "logs").glob("*.running")
+    return any(read_running_record(path).groups for path in records)
 
 
 def _lose_records_of_starts(root: Path) -> None:
