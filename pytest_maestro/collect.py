@@ -15,6 +15,7 @@ from .outcome import PhaseOutcome
 from .plan import Phase
 from .report import failure_message, render_failure
 from .state.model import Tokens
+from .texts import os_error_text
 
 SYNC_NAME = "maestro-sync"
 ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
@@ -97,8 +98,7 @@ class PhaseItem(pytest.Item):
             return render_failure(self.phase, excinfo.value.outcome, cwd)
         if isinstance(excinfo.value, OSError):  # the disk, not the phase: say so in one line
             error = excinfo.value
-            where = f": {error.filename}" if error.filename else ""
-            return f"phase {self.phase.id!r} could not run: {error.strerror or error}{where}"
+            return f"phase {self.phase.id!r} could not run: {os_error_text(error)}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .facts import PhaseFacts
-from .texts import duration_text
+from .texts import duration_text, one_line
 
 STARTED = "started"
 RETRY = "retry"
@@ -87,7 +87,5 @@ Progress = Callable[[PhaseEvent], None]
 
 def _joined(head: str, detail: str) -> str:
     """A detail is one line however it came (a crash report has many), of bounded length."""
-    detail = " ".join(detail.split())
-    if len(detail) > DETAIL_LIMIT:
-        detail = detail[: DETAIL_LIMIT - 1] + "…"
+    detail = one_line(detail, DETAIL_LIMIT)
     return f"{head}: {detail}" if detail else head

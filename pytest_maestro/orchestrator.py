@@ -34,6 +34,7 @@ from .runner import PhaseRunner, RunConfig
 from .runtimes import Runtime
 from .settings import Settings, SettingsError
 from .state import SessionDoc, SessionPaths, StateError, read_session
+from .texts import os_error_text
 
 
 def marker_name(text: str) -> str:
@@ -404,6 +405,5 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
 
 def _one_line(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
-        where = f": {error.filename}" if error.filename else ""
-        return f"cannot start the run: {error.strerror}{where}"
+        return f"cannot start the run: {os_error_text(error)}"
     return str(error)

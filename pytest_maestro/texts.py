@@ -23,6 +23,19 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line (runs of white space made one space), cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def os_error_text(error: OSError) -> str:
+    """What went wrong, and with which file when the error names one: ``No space left on
+    device: /x/y``."""
+    where = f": {error.filename}" if error.filename else ""
+    return f"{error.strerror or error}{where}"
+
+
 def last_line(text: str | None) -> str:
     """The last line of ``text`` that holds something, stripped; empty if none does."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]

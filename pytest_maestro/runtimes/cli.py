@@ -19,6 +19,7 @@ from typing import Any
 from ..handoff import parse_handoff
 from ..process import ProcessResult, run_process
 from ..state.model import Tokens
+from ..texts import one_line
 from .base import AgentRequest, AgentResult
 
 # Most of a reply this tool reads back: a reply is text for the session state, not a dump.
@@ -195,11 +196,6 @@ def read_bounded(path: Path, limit: int = MAX_REPLY_BYTES) -> str:
 
 def last_lines(text: str, count: int = 3) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[-count:])
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def last_json_object(text: str) -> dict[str, Any] | None:
