@@ -164,6 +164,15 @@ def snapshot_tree(top: Path, index: Path | None, scratch: Path, force: tuple[str
         scratch.unlink(missing_ok=True)
 
 
+def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
+    """Whether ``commit`` descends from ``ancestor`` (or is it)."""
+    try:
+        run_git(cwd, "merge-base", "--is-ancestor", ancestor, commit)
+    except GitError:
+        return False
+    return True
+
+
 def commit_tree(cwd: Path, tree: str, parents: tuple[str, ...], message: str) -> str:
     parent_args = [arg for parent in parents for arg in ("-p", parent)]
     return git_text(cwd, "commit-tree", tree, *parent_args, "-m", message, env=IDENTITY)

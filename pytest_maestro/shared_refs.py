@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .git import GitError, git_text, rev, run_git, set_ref
+from .git import GitError, git_text, is_ancestor, rev, run_git, set_ref
 
 Branches = dict[str, str]  # ref -> commit (for tags: the object it names)
 Stash = tuple[tuple[str, str], ...]  # (entry's commit, its message), newest first
@@ -87,13 +87,7 @@ class Own:
     def made(self, commit: str) -> bool:
         """``commit`` is the phase's work: the worktree made it, or it descends from the
         phase's start."""
-        if commit in self.created:
-            return True
-        try:
-            run_git(self.top, "merge-base", "--is-ancestor", self.start, commit)
-        except GitError:
-            return False
-        return True
+        return commit in self.created or is_ancestor(self.top, self.start, commit)
 
     def stashed(self, entry: str) -> bool:
         """The stash entry was made in this worktree: on its work, or after it started on a
@@ -215,13 +209,7 @@ class Run:
     def phase_work(self, own: Own, commit: str) -> bool:
         if own.made(commit):
             return True
-        if self.base is None:
-            return False
-        try:
-            run_git(own.top, "merge-base", "--is-ancestor", self.base, commit)
-        except GitError:
-            return False
-        return True
+        return self.base is not None and is_ancestor(own.top, self.base, commit)
 
 
 STASH_MISSES = 5  # times the stash may change under a drop before the rest is left as it is
