@@ -25,18 +25,18 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from bench_overhead import QUIET, run_pytest
 
 from pytest_maestro.isolate import Isolation
 from pytest_maestro.merge import merge_back
 from pytest_maestro.plan import Files, Phase
 
 GOAL_MS = 300.0
-QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 
 
 def git(root: Path, *args: str) -> None:
@@ -88,15 +88,8 @@ def reset(root: Path) -> None:
 
 def run(root: Path, isolated: bool) -> float:
     reset(root)
-    argv = [sys.executable, "-m", "pytest", "--maestro", "plan.json", *QUIET]
-    if isolated:
-        argv.append("--maestro-isolate=worktree")
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"pytest failed in {root}:\n{done.stdout[-2000:]}")
-    return wall
+    args = ["-m", "pytest", "--maestro", "plan.json", *QUIET]
+    return run_pytest(root, [*args, "--maestro-isolate=worktree"] if isolated else args)
 
 
 def best(repeat: int, measure: Callable[[], float]) -> float:
