@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,14 @@ def assert_phases(result: pytest.RunResult, *, earlier: int = 0, **outcomes: int
     result.assert_outcomes(**outcomes)
     counts = result.parseoutcomes()  # "5 already completed" parses as {"already": 5}
     assert counts.get("already", 0) == earlier, counts
+
+
+def git_repo(root: Path) -> Path:
+    """``root`` made a new git repository whose commits have an author; returns it."""
+    for args in (
+        ["init", "-q"],
+        ["config", "user.email", "t@example.com"],
+        ["config", "user.name", "T"],
+    ):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return root

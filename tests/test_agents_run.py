@@ -15,7 +15,7 @@ import pytest
 
 from pytest_maestro.state import read_session
 
-from .helpers import write_plan
+from .helpers import git_repo, write_plan
 
 FAKES = Path(__file__).parent / "fakes"
 CLIS = ["claude", "codex", "gemini", "copilot", "opencode"]
@@ -291,8 +291,7 @@ def test_the_run_budget_stops_new_phases_and_a_phase_budget_stops_retries(
 
 
 def test_commit_records_each_completed_phase(pytester: pytest.Pytester) -> None:
-    for args in (["init", "-q"], ["config", "user.email", "t@e.x"], ["config", "user.name", "T"]):
-        subprocess.run(["git", *args], cwd=pytester.path, check=True)
+    git_repo(pytester.path)
     (pytester.path / "user.txt").write_text("the user's own\n")
     write_plan(pytester, [EDITING])
     result = pytester.runpytest(

@@ -24,6 +24,8 @@ import pytest
 
 from pytest_maestro.state import read_session
 
+from .helpers import git_repo
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAKES = TESTS / "fakes"
@@ -158,9 +160,7 @@ def test_parallel_phases_are_not_blamed_for_each_other_s_files(
 ) -> None:
     """Two independent phases, each writing only its declared file; one agent is slower, so the
     other's write falls within its call."""
-    root = pytester.path
-    for args in (["init", "-q"], ["config", "user.email", "t@e.x"], ["config", "user.name", "T"]):
-        subprocess.run(["git", *args], cwd=root, check=True)
+    root = git_repo(pytester.path)
     # Not the agents': the fakes' records, and the output and basetemp of the run below.
     (root / ".gitignore").write_text("fake-state/\nstdout\nstderr\nrunpytest-*/\n")
     phases = [

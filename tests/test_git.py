@@ -9,6 +9,8 @@ import pytest
 
 from pytest_maestro.git import changed_files, changed_since, commit, is_work_tree
 
+from .helpers import git_repo
+
 
 def git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
@@ -17,9 +19,7 @@ def git(root: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    git(tmp_path, "init", "-q")
-    git(tmp_path, "config", "user.email", "t@example.com")
-    git(tmp_path, "config", "user.name", "T")
+    git_repo(tmp_path)
     (tmp_path / "kept.txt").write_text("kept\n")
     (tmp_path / "old.txt").write_text("old\n")
     (tmp_path / ".gitignore").write_text("ignored/\n")

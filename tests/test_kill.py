@@ -20,7 +20,7 @@ from pytest_maestro.state import Status, read_session
 from pytest_maestro.state.document import parse_session, render
 from pytest_maestro.state.journal import read_journal
 
-from .helpers import write_plan
+from .helpers import git_repo, write_plan
 
 PHASES = 30
 ROUNDS = 10
@@ -304,9 +304,7 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
     # end is the user's edit, then each phase's work exactly once: restores come from the
     # pre-images (git would bring back the committed text and drop the user's edit and the
     # completed phases' work), and no completed phase runs again.
-    root = pytester.path
-    for args in (["init", "-q"], ["config", "user.email", "t@t"], ["config", "user.name", "t"]):
-        subprocess.run(["git", *args], cwd=root, check=True)
+    root = git_repo(pytester.path)
     (root / ".gitignore").write_text(".maestro/\nplan.yaml\n")
     (root / "shared.txt").write_text("committed\n")
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
