@@ -597,3 +597,51 @@ def test_a_state_dir_isolation_cannot_use_is_one_line_and_leaves_the_session_fre
         "--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider"
     )
     again.assert_outcomes(passed=1)  # the failed start left no lock behind
+
+
+# A phase that rewrites app.txt in place at the same size at once, in the second its worktree's
+# checkout wrote it, then works on: stat data alone cannot tell the rewrite.
+BUMP = (
+    "python3 -c \"f = open('app.txt', 'r+'); t = f.read(); f.seek(0); "
+    "f.write(t.replace('v1', 'v2'))\""
+)
+
+
+@pytest.mark.slow
+def test_a_same_size_rewrite_by_a_phase_without_file_lists_comes_back(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(pytester, [phase("bump", BUMP, "sleep 1.1")])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (repo / "app.txt").read_text() == "app v2\nthe user's uncommitted edit\n"
+    log = (repo / ".maestro" / "logs" / "bump.log").read_text()
+    assert "--- merged back: app.txt" in log
+
+
+@pytest.mark.slow
+def test_a_killed_worker_s_same_size_rewrite_is_kept(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    mark = f"maestro-isolate-{os.getpid()}-{time.monotonic_ns()}"
+    wait = f"{sys.executable} -c 'import time; time.sleep(600)' {mark}"
+    plan = {"phases": [{"id": "bump", "run": [BUMP, wait]}]}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    run = subprocess.Popen(
+        _pytest("-n", "2"), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _marked(mark):
+            assert time.monotonic() < deadline and run.poll() is None, "the phase never started"
+            time.sleep(0.05)
+        time.sleep(1.1)  # the run's last look at the worktree comes in a later second
+        [slot] = tmp_path.glob(".maestro/worktrees/*/w*[0-9]")
+        assert "app v2" in (slot / "app.txt").read_text()
+        os.kill(int(slot.name[1:]), signal.SIGKILL)  # the worker running the phase
+        out, _ = run.communicate(timeout=60)
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+    [ref] = [ref for ref in kept_refs(tmp_path) if "/kept/bump-" in ref]
+    assert git(tmp_path, "show", f"{ref}:app.txt") == "app v2\nthe user's uncommitted edit\n", out
+    assert worktrees(tmp_path) == [str(tmp_path)]

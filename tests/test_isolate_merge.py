@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import warnings
 from pathlib import Path
 
@@ -211,3 +212,68 @@ def test_a_worktree_s_read_only_parts_go_without_a_warning(tmp_path: Path) -> No
         warnings.simplefilter("error")  # onerror is deprecated from Python 3.12 on
         remove_tree(tmp_path / "wt")
     assert not (tmp_path / "wt").exists()
+
+
+def _rewrite_in_place_within_the_checkout_s_second(space: Workspace, name: str) -> bool:
+    """Rewrite ``name`` in place, at the same size, in the second its checkout wrote it (the
+    stat data git keeps cannot tell the two apart); False when the second turned meanwhile."""
+    target = space.root / name
+    checked_out = target.stat().st_mtime_ns // 10**9
+    with open(target, "r+b") as handle:  # the same inode: no rename gives it away
+        rewritten = handle.read().replace(b"v1", b"v2")
+        handle.seek(0)
+        handle.write(rewritten)
+    return target.stat().st_mtime_ns // 10**9 == checked_out
+
+
+def _next_second() -> None:
+    time.sleep(1.05 - time.time() % 1)
+
+
+def test_a_same_size_rewrite_in_the_checkout_s_second_is_in_the_snapshot(iso: Isolation) -> None:
+    # Racy git: the worktree's index holds stat data as of its checkout; its copy must not pass
+    # for one written later, or the rewrite looks unchanged.
+    for _ in range(3):
+        space = iso.open("bump", slot="w")
+        if _rewrite_in_place_within_the_checkout_s_second(space, "app.txt"):
+            break
+    _next_second()
+    phase = Phase("bump", "Bump the version")
+    assert space.changed(space.snapshot()) == ["app.txt"]
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "app v2\nthe user's uncommitted edit\n"
+    space.remove()
+    iso.finish()
+
+
+def test_the_base_takes_a_same_size_edit_the_users_index_does_not_know(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_repo(root)
+    for _ in range(3):
+        (root / "app.txt").write_text("app v1\n")
+        git(root, "add", "app.txt")  # the index records app.txt's stat data in this second
+        with open(root / "app.txt", "r+b") as handle:
+            handle.write(b"app v2\n")
+        if (
+            os.stat(root / "app.txt").st_mtime_ns // 10**9
+            == os.stat(root / ".git" / "index").st_mtime_ns // 10**9
+        ):
+            break
+    _next_second()
+    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000c")
+    iso.start()
+    assert git(root, "show", f"{iso.base_ref}:app.txt") == "app v2\n"
+    iso.finish()
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_an_edit_to_a_file_git_was_told_not_to_look_at_is_in_the_snapshot(
+    iso: Isolation, flag: str
+) -> None:
+    space = iso.open("hide", slot="w")
+    git(space.path, "update-index", flag, "app.txt")
+    (space.root / "app.txt").write_text("edited where git does not look\n")
+    assert space.changed(space.snapshot()) == ["app.txt"]
+    space.remove()
+    iso.finish()
