@@ -75,6 +75,9 @@ def merge_back(
         return Merged(refused="changed files outside its declared ones: " + ", ".join(outside))
     if not paths:
         return Merged()
+    undone = undoes(space, phase, paths, tree)
+    if undone:
+        return Merged(refused=UNDOES + ", ".join(undone))
     with held(iso.lock("merge")):
         merged = rev(iso.top, iso.merged_ref)
         if merged is None:
@@ -99,6 +102,35 @@ def merge_back(
             before.restore(replaced)
             raise
     return Merged(tuple(relative))
+
+
+UNDOES = "would undo the user's uncommitted or untracked work: "
+
+
+def undoes(space: Workspace, phase: Phase, paths: list[str], tree: str) -> list[str]:
+    """Of ``paths`` (from the top), those whose change in ``tree`` takes away work the user had
+    not committed as the run started (the base differs there from the HEAD it was made on):
+    put back as HEAD has it, or deleted; from the root. ``git reset --hard``, ``checkout -f``
+    or ``clean`` in a worktree look so. A ``delete`` the phase declares is its own to make."""
+    iso = space.isolation
+    base = rev(iso.top, iso.base_ref)
+    if base is None:
+        return []
+    head = rev(iso.top, base + "^")  # none: the repository had no commit
+    at_base = entries(iso.top, base, paths)
+    at_head = entries(iso.top, head, paths) if head else {}
+    after = entries(iso.top, tree, paths)
+    undone = []
+    for path in paths:
+        relative = path[len(iso.prefix) :]
+        if at_base.get(path) == at_head.get(path):
+            continue  # committed: the user's work is safe in git
+        if after.get(path) not in (None, at_head.get(path)):
+            continue  # changed, not undone
+        if after.get(path) is None and any(_under(relative, d) for d in phase.files.delete):
+            continue
+        undone.append(relative)
+    return undone
 
 
 def _combine(

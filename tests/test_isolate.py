@@ -99,7 +99,8 @@ def test_a_base_that_cannot_be_made_is_one_line_and_leaves_the_session_free(
     result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     [error] = [line for line in result.errlines if line.strip()]
-    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git add: ")
+    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git ")
+    assert error.endswith("index file smaller than expected")
     assert {t for t in threading.enumerate() if t.name == "maestro-snapshot"} <= refreshers
     index.write_bytes(good)
     again = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
@@ -324,16 +325,19 @@ def test_files_without_declarations_bring_back_the_whole_diff(
         pytester,
         [
             phase("one", "echo one >> app.txt", "mkdir -p new && echo n > new/file.txt"),
-            phase("two", "rm notes.txt", blocked_by=["one"]),
+            phase("two", "rm old.txt", blocked_by=["one"]),
         ],
     )
+    (repo / "old.txt").write_text("committed, never edited\n")
+    git(repo, "add", "old.txt")
+    git(repo, "commit", "-qm", "old.txt", "--", "old.txt")
     git(repo, "add", "plan.yaml")
     staged = git(repo, "diff", "--cached")
     result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\none\n"
     assert (repo / "new" / "file.txt").read_text() == "n\n"
-    assert not (repo / "notes.txt").exists()
+    assert not (repo / "old.txt").exists()  # committed: in git still
     assert git(repo, "diff", "--cached") == staged
 
 
@@ -645,3 +649,28 @@ def test_a_killed_worker_s_same_size_rewrite_is_kept(tmp_path: Path) -> None:
     [ref] = [ref for ref in kept_refs(tmp_path) if "/kept/bump-" in ref]
     assert git(tmp_path, "show", f"{ref}:app.txt") == "app v2\nthe user's uncommitted edit\n", out
     assert worktrees(tmp_path) == [str(tmp_path)]
+
+
+@pytest.mark.parametrize("undo", ["git reset -q --hard main", "git checkout -q -f develop"])
+def test_a_whole_diff_that_undoes_the_users_work_fails_naming_it_and_keeps_it(
+    repo: Path, pytester: pytest.Pytester, undo: str
+) -> None:
+    (repo / "new.txt").write_text("the user's new file, staged\n")
+    git(repo, "add", "new.txt")
+    write_plan(pytester, [phase("undo", undo, "echo made > made.txt", max_retries=0)])
+    before = user_state(repo)
+    plan = (repo / "plan.yaml").read_text()
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "attempt 1: would undo the user's uncommitted or untracked work: "
+            "app.txt, new.txt, notes.txt, plan.yaml, staged.txt"
+        ]
+    )
+    assert user_state(repo) == before
+    assert (repo / "new.txt").read_text() == "the user's new file, staged\n"
+    assert (repo / "plan.yaml").read_text() == plan
+    assert not (repo / "made.txt").exists()  # all or nothing: its own file stays out too
+    [ref] = [ref for ref in kept_refs(repo) if "/kept/undo-" in ref]
+    assert git(repo, "show", f"{ref}:made.txt") == "made\n"

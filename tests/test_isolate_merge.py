@@ -277,3 +277,24 @@ def test_an_edit_to_a_file_git_was_told_not_to_look_at_is_in_the_snapshot(
     assert space.changed(space.snapshot()) == ["app.txt"]
     space.remove()
     iso.finish()
+
+
+def test_a_merge_back_never_undoes_the_users_uncommitted_work_unless_declared_deleted(
+    iso: Isolation,
+) -> None:
+    space = iso.open("p", slot="w")
+    (space.root / "notes.txt").unlink()  # untracked as the run started
+    git(space.path, "checkout", "main", "--", "app.txt")  # as the user's HEAD has it
+    (space.root / "staged.txt").write_text("the phase's own version\n")  # changed: its to make
+    whole = Phase("p", "p")
+    assert merge(iso, (space, whole)) == (
+        "would undo the user's uncommitted or untracked work: app.txt, notes.txt"
+    )
+    assert (iso.root / "notes.txt").exists()
+    declared = Phase("p", "p", files=Files(delete=("notes.txt",), modify=("staged.txt",)))
+    git(space.path, "checkout", space.start, "--", "app.txt")
+    assert merge(iso, (space, declared)) is None
+    assert not (iso.root / "notes.txt").exists()
+    assert (iso.root / "staged.txt").read_text() == "the phase's own version\n"
+    space.remove()
+    iso.finish()
