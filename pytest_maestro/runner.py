@@ -187,7 +187,7 @@ class PhaseRunner:
                     replaced_dir(cfg.log_dir, phase.id, "merge"),
                 )
                 if merged.refused is None:
-                    out.write_line(f"--- merged back: {', '.join(merged.paths) or 'no changes'}")
+                    out.write_line(f"--- {merged.line(Path.cwd())}")
                     return outcome
                 lines.append(f"not merged back: {merged.refused}")
         except (GitError, IsolationError, OSError) as exc:

@@ -287,7 +287,7 @@ def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
     result.assert_outcomes(failed=1)
     assert (repo / "out").read_text() == "the user's file\n"
     [ref] = [ref for ref in kept_refs(repo) if "/kept/" in ref]
-    result.stdout.fnmatch_lines(["*not merged back: *File exists*"])
+    result.stdout.fnmatch_lines(["*not merged back: *Not a directory*"])
     result.stdout.fnmatch_lines([f"*its work is kept as {ref} and .maestro/kept/blocked-write-*"])
     assert git(repo, "show", f"{ref}:out/new.txt") == "made\n"
     assert worktrees(repo) == [str(repo)]

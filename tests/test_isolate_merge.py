@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_maestro import swap
 from pytest_maestro.files import FileSnapshot, remove_tree
 from pytest_maestro.isolate import Isolation, IsolationError, Workspace
 from pytest_maestro.merge import merge_back, scope
 from pytest_maestro.plan import Files, Phase
 
+from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
+from .test_disk_full import on_small_disk
 from .test_isolate import git, init_repo, user_state, worktrees
 
 LINES = "".join(f"line {n}\n" for n in range(1, 11))
@@ -297,4 +300,94 @@ def test_a_merge_back_never_undoes_the_users_uncommitted_work_unless_declared_de
     assert not (iso.root / "notes.txt").exists()
     assert (iso.root / "staged.txt").read_text() == "the phase's own version\n"
     space.remove()
+    iso.finish()
+
+
+FULL_DISK_MERGE = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+def git(*args):
+    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout
+
+os.mkdir("repo")
+os.chdir("repo")
+git("init", "-q", "-b", "main")
+git("config", "user.email", "u@example.com")
+git("config", "user.name", "U")
+Path("a.txt").write_text("a v1\n")
+Path("b.txt").write_text("b v1\n")
+git("add", ".")
+git("commit", "-qm", "start")
+Path("a.txt").write_text("a v1\nthe user's uncommitted edit\n")
+fill = '"$MAESTRO_PROJECT_ROOT/../fill"'
+Path("plan.yaml").write_text(json.dumps({"phases": [{
+    "id": "p", "max_retries": 0, "files": {"modify": ["a.txt", "b.txt"]},
+    "run": [
+        "echo 'a by the phase' > a.txt",
+        "head -c 300000 /dev/urandom > b.txt",
+        "git add -A",  # its objects are in the store before the disk fills
+        f"head -c 100000000 /dev/zero > {fill} 2>/dev/null; truncate -s -60K {fill}",
+    ],
+}]}))
+done = subprocess.run(
+    [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml",
+     "--maestro-isolate=worktree"], capture_output=True, text=True)
+a, b = Path("a.txt").read_text(), Path("b.txt").read_text()
+stray = [str(p) for p in Path(".").glob("*.tmp")] + [str(p) for p in Path(".").glob(".*.tmp")]
+os.unlink("../fill")
+kept = git("for-each-ref", "--format=%(refname)", "refs/maestro/").split()
+print(json.dumps({"code": done.returncode, "out": done.stdout + done.stderr, "a": a, "b": b,
+                  "stray": stray, "kept": kept}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs Linux user and mount namespaces")
+def test_a_merge_back_the_disk_cannot_take_writes_nothing(tmp_path: Path) -> None:
+    seen = on_small_disk(tmp_path, FULL_DISK_MERGE, size="3m")
+    assert seen["code"] == 1, seen["out"]
+    assert "not merged back: " in seen["out"] and "No space left on device" in seen["out"]
+    assert seen["a"] == "a v1\nthe user's uncommitted edit\n", seen["out"]
+    assert seen["b"] == "b v1\n"
+    assert seen["stray"] == []
+    assert any("/kept/p-" in ref for ref in seen["kept"]), seen["out"]
+
+
+def test_a_merge_back_that_fails_midway_puts_back_what_it_wrote(
+    iso: Isolation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phase = Phase("p", "p", files=Files(modify=("app.txt", "lines.txt")))
+    space = iso.open("p", slot="w")
+    (space.root / "app.txt").write_text("app by the phase\n")
+    (space.root / "lines.txt").write_text("lines by the phase\n")
+    users = {name: (iso.root / name).read_text() for name in ("app.txt", "lines.txt")}
+    renames = []
+    real_replace = os.replace
+
+    def full_on_the_second(source: str | Path, target: str | Path) -> None:
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(source, target)
+
+    monkeypatch.setattr(swap.os, "replace", full_on_the_second)
+    with pytest.raises(OSError, match="No space left"):
+        merge(iso, (space, phase))
+    monkeypatch.undo()
+    assert {name: (iso.root / name).read_text() for name in users} == users
+    assert not list(iso.root.glob(".*.tmp"))
+    merged = iso.state_dir / "replaced" / "p"
+    assert not merged.exists()  # put back whole: nothing of the user's is only there
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "app by the phase\n"
+    # What a merge replaces is kept, under a name the next merge does not reuse.
+    assert (merged / "app.txt").read_text() == users["app.txt"]
+    space.release()
+    again = iso.open("p", slot="w")
+    (again.root / "app.txt").write_text("app by the phase, again\n")
+    assert merge(iso, (again, phase)) is None
+    assert (merged.with_name("p-2") / "app.txt").read_text() == "app by the phase\n"
+    assert (merged / "app.txt").read_text() == users["app.txt"]
+    again.remove()
     iso.finish()
