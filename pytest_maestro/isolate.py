@@ -15,13 +15,12 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
 
-from .files import file_stem, remove_tree, shown
+from .files import file_stem, remove_tree
 from .git import (
     GitError,
     changed_paths,
@@ -33,6 +32,8 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
+from .kept import Keeper
+from .locks import held, state_lock
 from .shared_refs import (
     Own,
     Run,
@@ -46,7 +47,6 @@ from .shared_refs import (
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
-LOCK_TIMEOUT = 300.0  # seconds to wait for another process's worktree creation or merge
 ADD_TRIES = 3
 
 
@@ -113,11 +113,8 @@ class Isolation:
         return self.state_dir / "kept"
 
     def lock(self, name: str) -> filelock.BaseFileLock:
-        """A lock shared by every run in this state dir: ``create`` (git's worktree bookkeeping)
-        or ``merge`` (one result at a time into the user's tree)."""
-        path = self.state_dir / "worktrees" / f".{name}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(path), timeout=LOCK_TIMEOUT)
+        """A lock shared by every run in this state dir (``locks.py``)."""
+        return state_lock(self.state_dir, name)
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -296,7 +293,7 @@ class Workspace:
     def release(self) -> None:
         """The phase is over: what it stashed leaves the user's stash list, and the worktree
         waits for the next phase of this process."""
-        with contextlib.suppress(GitError, IsolationError):
+        with contextlib.suppress(GitError, IsolationError, OSError):
             self.put_back_shared()
         self.mark(None)
 
@@ -334,25 +331,10 @@ class Workspace:
         return changed_paths(self.isolation.top, self.start, tree)
 
     def keep(self, why: str, name: str = "", tree: str | None = None) -> str | None:
-        """Keep the worktree's state as a commit on its start (a ref under ``refs/maestro/``)
-        and as a patch in the state dir; where, in one line. None: it changed nothing."""
+        """Keep the worktree's state (``kept.py``); where, in one line. None: it changed nothing."""
         iso = self.isolation
-        tree = tree or self.snapshot()
-        if tree == rev(iso.top, self.start + "^{tree}"):
-            return None
-        unique = stamp()
-        stem = file_stem(self.phase_id)
-        title = f"{self.phase_id}: {name}" if name else self.phase_id
-        message = f"{title}\n\nKept by pytest-maestro: {why}.\n\nPhase: {self.phase_id}\n"
-        commit = commit_tree(iso.top, tree, (self.start,), message)
-        ref = f"{iso.refs}/kept/{ref_part(stem)}-{unique}"
-        set_ref(iso.top, ref, commit)
-        patch = iso.kept_dir / f"{stem}-{unique}.patch"
-        patch.parent.mkdir(parents=True, exist_ok=True)
-        patch.write_bytes(
-            run_git(iso.top, "diff-tree", "-p", "--binary", "--no-renames", self.start, commit)
-        )
-        return f"its work is kept as {ref} and {shown(patch, Path.cwd())}"
+        keeper = Keeper(iso.top, iso.refs, iso.kept_dir)
+        return keeper.keep(self.phase_id, self.start, tree or self.snapshot(), why, name)
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
@@ -369,7 +351,7 @@ class Workspace:
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
-        with contextlib.suppress(GitError, IsolationError):
+        with contextlib.suppress(GitError, IsolationError, OSError):
             self.put_back_shared()
         admin = None
         with contextlib.suppress(GitError, OSError):
@@ -383,15 +365,3 @@ class Workspace:
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""
         return Path(git_text(self.path, "rev-parse", "--absolute-git-dir"))
-
-
-@contextlib.contextmanager
-def held(lock: filelock.BaseFileLock) -> Iterator[None]:
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise IsolationError(f"waited {LOCK_TIMEOUT:g}s for {lock.lock_file}") from None
-    try:
-        yield
-    finally:
-        lock.release()

@@ -30,7 +30,8 @@ from .git import (
     run_git,
     set_ref,
 )
-from .isolate import Workspace, held
+from .isolate import Workspace
+from .locks import held
 from .plan import Phase
 from .swap import DELETE, Change, swap_in
 
