@@ -42,7 +42,9 @@ from .shared_refs import (
     keeper,
     put_back,
     ref_part,
+    restash,
     stamp,
+    unpin,
 )
 
 # What git keeps in a worktree's own directory while an operation is under way.
@@ -100,6 +102,11 @@ class Isolation:
         return f"{self.refs}/base"
 
     @property
+    def pins(self) -> str:
+        """Where the user's refs as the run started are held (see ``Users.pin``)."""
+        return f"{self.refs}/pin"
+
+    @property
     def worktrees(self) -> Path:
         return self.state_dir / "worktrees" / self.session
 
@@ -133,7 +140,9 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-            Users.read(self.top).save(self.users)
+            users = Users.read(self.top)
+            users.save(self.users)
+            users.pin(self.top, self.pins)
         except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
@@ -141,6 +150,9 @@ class Isolation:
     def finish(self) -> list[str]:
         """At the end of the run (controller only): no worktree left behind."""
         notes = self.salvage("the run ended before its phase did")
+        with contextlib.suppress(GitError):  # the user's stash as the run started, whole
+            restash(self.top, Users.load(self.users).stash)
+            unpin(self.top, self.pins)
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
         Users.forget(self.users)

@@ -674,3 +674,37 @@ def test_a_whole_diff_that_undoes_the_users_work_fails_naming_it_and_keeps_it(
     assert not (repo / "made.txt").exists()  # all or nothing: its own file stays out too
     [ref] = [ref for ref in kept_refs(repo) if "/kept/undo-" in ref]
     assert git(repo, "show", f"{ref}:made.txt") == "made\n"
+
+
+@pytest.mark.parametrize(
+    "prune",
+    [
+        "git stash clear && git gc -q --prune=now",
+        "git reflog expire --expire=now --all && git gc -q --prune=now",
+        "git branch -D feature && git tag -d v2 && git gc -q --prune=now",
+    ],
+    ids=["stash-clear", "reflog-expire", "branch-and-tag"],
+)
+def test_the_users_refs_survive_a_gc_in_a_worktree(
+    repo: Path, pytester: pytest.Pytester, prune: str
+) -> None:
+    git(repo, "stash", "-q", "-m", "the user's first")  # the user's edits, stashed twice
+    (repo / "app.txt").write_text("app v3\n")
+    git(repo, "stash", "-q", "-m", "the user's second")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "feature.txt").write_text("only on feature\n")
+    git(repo, "add", "feature.txt")
+    git(repo, "commit", "-qm", "feature")
+    git(repo, "tag", "-a", "v2", "-m", "a release on feature")
+    git(repo, "checkout", "-q", "main")
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    stash = git(repo, "stash", "list", "--format=%H %gs")
+    write_plan(pytester, [phase("prune", prune, "echo made > made.txt", max_retries=0)])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert git(repo, "stash", "list", "--format=%H %gs") == stash
+    assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)") == refs
+    for line in refs.splitlines() + stash.splitlines():
+        git(repo, "cat-file", "-e", line.split()[0 if "refs/" not in line else 1])
+    git(repo, "stash", "apply", "-q", "stash@{1}")  # whole: its tree and parents are there
+    assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\n"
