@@ -34,6 +34,7 @@ from .git import (
 )
 from .kept import Keeper
 from .locks import held, state_lock
+from .shared_config import put_back_config, save_config
 from .shared_refs import (
     Own,
     Run,
@@ -50,6 +51,7 @@ from .shared_refs import (
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
 ADD_TRIES = 3
+KEPT_REF = "taken off the refs your worktrees share and kept as "
 
 
 class IsolationError(Exception):
@@ -183,6 +185,7 @@ class Isolation:
                         line = space.keep(why)
                         if line:
                             notes.append(f"phase {space.phase_id!r}: {line}")
+                    notes += [f"phase {space.phase_id!r}: {line}" for line in space.release()]
                 space.remove()
             for stray in self.worktrees.iterdir():
                 if stray.is_dir():
@@ -220,6 +223,7 @@ class Isolation:
         self.worktrees.mkdir(parents=True, exist_ok=True)
         space.mark(phase_id)  # before git makes anything: a killed run finds it
         try:
+            save_config(self.common, space.config_copy)
             try:
                 self._prepare(space, fresh=left is None)
             except (GitError, IsolationError):  # whatever a phase did to it: start again
@@ -302,12 +306,20 @@ class Workspace:
     def mark(self, phase_id: str | None) -> None:
         self.marker.write_text(json.dumps({"phase": phase_id, "start": self.start}))
 
-    def release(self) -> None:
-        """The phase is over: what it stashed leaves the user's stash list, and the worktree
-        waits for the next phase of this process."""
+    def release(self) -> list[str]:
+        """The phase is over: what it left in what git shares goes (``put_back_shared``), and
+        the worktree waits for the next phase of this process. What was put back, as lines."""
+        lines = []
         with contextlib.suppress(GitError, IsolationError, OSError):
-            self.put_back_shared()
+            lines = self.put_back_shared()
+            self.config_copy.unlink()  # put back: no longer what an idle worktree compares with
         self.mark(None)
+        return lines
+
+    @property
+    def config_copy(self) -> Path:
+        """The shared ``.git/config`` as the phase started."""
+        return self.path.with_name(self.path.name + ".config")
 
     def busy(self) -> bool:
         """A merge, rebase, cherry-pick or bisect a phase left under way in the worktree."""
@@ -350,16 +362,20 @@ class Workspace:
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``, and the user's tags and stash entries put back; where, as
-        refs. One result's merge or another phase's put-back at a time; each of those whatever
-        another's failure."""
+        kept under ``refs/maestro/``, the user's tags and stash entries put back, and the shared
+        config as the phase started; what was kept where, as lines. One result's merge or
+        another phase's put-back at a time; each of those whatever another's failure."""
         iso = self.isolation
-        keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
+        stem = file_stem(self.phase_id)
+        keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(stem))
         with held(iso.lock("merge")):
+            config = iso.kept_dir / f"{stem}-config-{stamp()}"
+            lines = [put_back_config(iso.common, self.config_copy, config)]
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
             run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
             before = None if self.branches is None else dict(self.branches)
-            return put_back(own, self.path, run, before, keep)
+            refs = put_back(own, self.path, run, before, keep)
+        return [line for line in lines if line] + [f"{KEPT_REF}{ref}" for ref in refs]
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
@@ -373,6 +389,7 @@ class Workspace:
             remove_tree(admin)
         if not keep_marker:
             self.marker.unlink(missing_ok=True)
+            self.config_copy.unlink(missing_ok=True)
 
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""

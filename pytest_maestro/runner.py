@@ -166,7 +166,8 @@ class PhaseRunner:
                     out.write_line(f"--- {kept}")
             raise
         finally:
-            space.release()
+            for line in space.release():
+                out.write_line(f"--- {line}")
 
     def _bring_back(
         self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog

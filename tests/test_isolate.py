@@ -708,3 +708,29 @@ def test_the_users_refs_survive_a_gc_in_a_worktree(
         git(repo, "cat-file", "-e", line.split()[0 if "refs/" not in line else 1])
     git(repo, "stash", "apply", "-q", "stash@{1}")  # whole: its tree and parents are there
     assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\n"
+
+
+def test_the_shared_git_config_a_phase_changes_is_put_back_and_its_version_kept(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    config = repo / ".git" / "config"
+    users = config.read_bytes()
+    write_plan(
+        pytester,
+        [
+            phase(
+                "configures",
+                "git config user.email agent@example.com",
+                "git config core.hooksPath /tmp/elsewhere",
+                "echo made > made.txt",
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert config.read_bytes() == users
+    log = (repo / ".maestro" / "logs" / "configures.log").read_text()
+    [line] = [line for line in log.splitlines() if ".git/config" in line]
+    kept = repo / line.rsplit(" ", 1)[1]
+    assert kept.is_relative_to(repo / ".maestro" / "kept")
+    assert "agent@example.com" in kept.read_text() and "hooksPath" in kept.read_text()
