@@ -11,6 +11,7 @@ on the run's own ref. See docs/architecture.md, "Isolated phases".
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import tempfile
@@ -124,23 +125,30 @@ def undoes(space: Workspace, phase: Phase, paths: list[str], tree: str) -> list[
     or ``clean`` in a worktree look so. A ``delete`` the phase declares is its own to make."""
     iso = space.isolation
     base = rev(iso.top, iso.base_ref)
-    if base is None:
+    dirty = _uncommitted(iso.top, base) if base else frozenset()
+    paths = [p for p in paths if p in dirty]
+    if not paths:
         return []
-    head = rev(iso.top, base + "^")  # none: the repository had no commit
-    at_base = entries(iso.top, base, paths)
+    head = rev(iso.top, f"{base}^")  # none: the repository had no commit
     at_head = entries(iso.top, head, paths) if head else {}
     after = entries(iso.top, tree, paths)
     undone = []
     for path in paths:
         relative = path[len(iso.prefix) :]
-        if at_base.get(path) == at_head.get(path):
-            continue  # committed: the user's work is safe in git
         if after.get(path) not in (None, at_head.get(path)):
             continue  # changed, not undone
         if after.get(path) is None and any(_under(relative, d) for d in phase.files.delete):
             continue
         undone.append(relative)
     return undone
+
+
+@functools.lru_cache(maxsize=8)
+def _uncommitted(top: Path, base: str) -> frozenset[str]:
+    """Paths (from the top) where the run's base differs from the HEAD it was made on: the
+    user's uncommitted and untracked work as the run started. A commit never changes: cached."""
+    out = run_git(top, "diff-tree", "-r", "-z", "--root", "--no-commit-id", "--name-only", base)
+    return frozenset(os.fsdecode(p) for p in out.split(b"\0") if p)
 
 
 def _combine(
