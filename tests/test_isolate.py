@@ -721,7 +721,7 @@ def test_the_shared_git_config_a_phase_changes_is_put_back_and_its_version_kept(
             phase(
                 "configures",
                 "git config user.email agent@example.com",
-                "git config core.hooksPath /tmp/elsewhere",
+                "git config core.hooksPath agent-hooks",
                 "echo made > made.txt",
             )
         ],
