@@ -391,3 +391,41 @@ def test_a_merge_back_that_fails_midway_puts_back_what_it_wrote(
     assert (merged / "app.txt").read_text() == users["app.txt"]
     again.remove()
     iso.finish()
+
+
+def test_swapping_in_puts_back_a_deleted_file_and_takes_away_a_new_one_on_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = tmp_path / "tree"
+    top.mkdir()
+    (top / "gone.txt").write_text("the user's, to be deleted\n")
+    (top / "link").symlink_to("gone.txt")
+    (top / "last.txt").write_text("the user's last\n")
+    changes = [
+        swap.Change("gone.txt", swap.DELETE),
+        swap.Change("link", swap.DELETE),
+        swap.Change("new/dir/made.txt", "100644", b"made\n"),
+        swap.Change("last.txt", "100755", b"#!/bin/sh\n"),
+    ]
+    real_replace = os.replace
+
+    def fail_on_last(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "last.txt":
+            raise OSError(5, "Input/output error")
+        real_replace(source, target)
+
+    monkeypatch.setattr(swap.os, "replace", fail_on_last)
+    with pytest.raises(OSError, match="Input/output"):
+        swap.swap_in(top, changes, tmp_path / "kept")
+    monkeypatch.undo()
+    assert sorted(p.name for p in top.iterdir()) == ["gone.txt", "last.txt", "link"]
+    assert (top / "gone.txt").read_text() == "the user's, to be deleted\n"
+    assert os.readlink(top / "link") == "gone.txt"
+    assert not (tmp_path / "kept").exists()
+    kept = swap.swap_in(top, changes, tmp_path / "kept")
+    assert kept == tmp_path / "kept"
+    assert sorted(p.name for p in top.iterdir()) == ["last.txt", "new"]
+    assert os.access(top / "last.txt", os.X_OK)
+    assert (kept / "gone.txt").read_text() == "the user's, to be deleted\n"
+    assert os.readlink(kept / "link") == "gone.txt"
+    assert (kept / "last.txt").read_text() == "the user's last\n"
