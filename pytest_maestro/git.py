@@ -143,6 +143,10 @@ def rev(cwd: Path, name: str) -> str | None:
         return None
 
 
+# What lets git skip looking at a file: a watcher's word, a cache of directories' stat data.
+UNWATCHED = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
+
+
 def snapshot_tree(top: Path, index: Path | None, scratch: Path, force: tuple[str, ...] = ()) -> str:
     """The tree of the work tree at ``top`` as it is, untracked files that are not ignored
     included, written through a temporary index in ``scratch`` so that the real one stays as it
@@ -150,18 +154,38 @@ def snapshot_tree(top: Path, index: Path | None, scratch: Path, force: tuple[str
     ``force``: paths (from ``top``) taken even when ignored."""
     scratch.parent.mkdir(parents=True, exist_ok=True)
     if index is not None and index.is_file():
-        shutil.copyfile(index, scratch)
+        # With its time: git trusts an entry's stat data only if the file was last written
+        # before the index (racy git); a copy dated now would vouch for a file rewritten at the
+        # same size in the second its stat data was taken.
+        shutil.copy2(index, scratch)
     else:
         scratch.unlink(missing_ok=True)
     env = {"GIT_INDEX_FILE": str(scratch)}
     try:
-        run_git(top, "add", "-A", env=env)
+        _look_at_every_file(top, env)
+        run_git(top, *UNWATCHED, "add", "-A", env=env)
         present = [p for p in force if (top / p).exists() or (top / p).is_symlink()]
         for some in _chunks(present):
-            run_git(top, "add", "-A", "-f", "--", *some, env=env)
+            run_git(top, *UNWATCHED, "add", "-A", "-f", "--", *some, env=env)
         return git_text(top, "write-tree", env=env)
     finally:
         scratch.unlink(missing_ok=True)
+
+
+def _look_at_every_file(top: Path, env: dict[str, str]) -> None:
+    """Clear the bits that tell git not to look at a file (``assume-unchanged``, and
+    ``skip-worktree`` where the file is there): whoever set them, its edits count."""
+    listed = run_git(top, "ls-files", "-v", "-z", "--full-name", env=env)
+    hidden: dict[str, list[str]] = {"--no-assume-unchanged": [], "--no-skip-worktree": []}
+    for line in filter(None, listed.split(b"\0")):
+        tag, path = line[:1], os.fsdecode(line[2:])
+        if tag.islower():
+            hidden["--no-assume-unchanged"].append(path)
+        if tag in b"Ss" and os.path.lexists(top / path):
+            hidden["--no-skip-worktree"].append(path)
+    for flag, paths in hidden.items():  # one flag a call: git heeds only the first given
+        for some in _chunks(paths):
+            run_git(top, "update-index", flag, "--", *some, env=env)
 
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:

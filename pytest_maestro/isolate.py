@@ -15,13 +15,12 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
 
-from .files import file_stem, remove_tree, shown
+from .files import file_stem, remove_tree
 from .git import (
     GitError,
     changed_paths,
@@ -33,6 +32,9 @@ from .git import (
     set_ref,
     snapshot_tree,
 )
+from .kept import Keeper
+from .locks import held, state_lock
+from .shared_config import put_back_config, save_config
 from .shared_refs import (
     Own,
     Run,
@@ -41,13 +43,15 @@ from .shared_refs import (
     keeper,
     put_back,
     ref_part,
+    restash,
     stamp,
+    unpin,
 )
 
 # What git keeps in a worktree's own directory while an operation is under way.
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
-LOCK_TIMEOUT = 300.0  # seconds to wait for another process's worktree creation or merge
 ADD_TRIES = 3
+KEPT_REF = "taken off the refs your worktrees share and kept as "
 
 
 class IsolationError(Exception):
@@ -100,6 +104,11 @@ class Isolation:
         return f"{self.refs}/base"
 
     @property
+    def pins(self) -> str:
+        """Where the user's refs as the run started are held (see ``Users.pin``)."""
+        return f"{self.refs}/pin"
+
+    @property
     def worktrees(self) -> Path:
         return self.state_dir / "worktrees" / self.session
 
@@ -113,11 +122,8 @@ class Isolation:
         return self.state_dir / "kept"
 
     def lock(self, name: str) -> filelock.BaseFileLock:
-        """A lock shared by every run in this state dir: ``create`` (git's worktree bookkeeping)
-        or ``merge`` (one result at a time into the user's tree)."""
-        path = self.state_dir / "worktrees" / f".{name}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(path), timeout=LOCK_TIMEOUT)
+        """A lock shared by every run in this state dir (``locks.py``)."""
+        return state_lock(self.state_dir, name)
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -136,7 +142,9 @@ class Isolation:
             )
             set_ref(self.top, self.base_ref, base)
             set_ref(self.top, self.merged_ref, base)
-            Users.read(self.top).save(self.users)
+            users = Users.read(self.top)
+            users.save(self.users)
+            users.pin(self.top, self.pins)
         except (GitError, OSError) as exc:
             raise IsolationError(f"cannot snapshot the work tree {self.top}: {exc}") from None
         return notes
@@ -144,6 +152,9 @@ class Isolation:
     def finish(self) -> list[str]:
         """At the end of the run (controller only): no worktree left behind."""
         notes = self.salvage("the run ended before its phase did")
+        with contextlib.suppress(GitError):  # the user's stash as the run started, whole
+            restash(self.top, Users.load(self.users).stash)
+            unpin(self.top, self.pins)
         delete_ref(self.top, self.base_ref)
         delete_ref(self.top, self.merged_ref)
         Users.forget(self.users)
@@ -174,6 +185,7 @@ class Isolation:
                         line = space.keep(why)
                         if line:
                             notes.append(f"phase {space.phase_id!r}: {line}")
+                    notes += [f"phase {space.phase_id!r}: {line}" for line in space.release()]
                 space.remove()
             for stray in self.worktrees.iterdir():
                 if stray.is_dir():
@@ -211,6 +223,7 @@ class Isolation:
         self.worktrees.mkdir(parents=True, exist_ok=True)
         space.mark(phase_id)  # before git makes anything: a killed run finds it
         try:
+            save_config(self.common, space.config_copy)
             try:
                 self._prepare(space, fresh=left is None)
             except (GitError, IsolationError):  # whatever a phase did to it: start again
@@ -293,12 +306,20 @@ class Workspace:
     def mark(self, phase_id: str | None) -> None:
         self.marker.write_text(json.dumps({"phase": phase_id, "start": self.start}))
 
-    def release(self) -> None:
-        """The phase is over: what it stashed leaves the user's stash list, and the worktree
-        waits for the next phase of this process."""
-        with contextlib.suppress(GitError, IsolationError):
-            self.put_back_shared()
+    def release(self) -> list[str]:
+        """The phase is over: what it left in what git shares goes (``put_back_shared``), and
+        the worktree waits for the next phase of this process. What was put back, as lines."""
+        lines = []
+        with contextlib.suppress(GitError, IsolationError, OSError):
+            lines = self.put_back_shared()
+            self.config_copy.unlink()  # put back: no longer what an idle worktree compares with
         self.mark(None)
+        return lines
+
+    @property
+    def config_copy(self) -> Path:
+        """The shared ``.git/config`` as the phase started."""
+        return self.path.with_name(self.path.name + ".config")
 
     def busy(self) -> bool:
         """A merge, rebase, cherry-pick or bisect a phase left under way in the worktree."""
@@ -334,42 +355,31 @@ class Workspace:
         return changed_paths(self.isolation.top, self.start, tree)
 
     def keep(self, why: str, name: str = "", tree: str | None = None) -> str | None:
-        """Keep the worktree's state as a commit on its start (a ref under ``refs/maestro/``)
-        and as a patch in the state dir; where, in one line. None: it changed nothing."""
+        """Keep the worktree's state (``kept.py``); where, in one line. None: it changed nothing."""
         iso = self.isolation
-        tree = tree or self.snapshot()
-        if tree == rev(iso.top, self.start + "^{tree}"):
-            return None
-        unique = stamp()
-        stem = file_stem(self.phase_id)
-        title = f"{self.phase_id}: {name}" if name else self.phase_id
-        message = f"{title}\n\nKept by pytest-maestro: {why}.\n\nPhase: {self.phase_id}\n"
-        commit = commit_tree(iso.top, tree, (self.start,), message)
-        ref = f"{iso.refs}/kept/{ref_part(stem)}-{unique}"
-        set_ref(iso.top, ref, commit)
-        patch = iso.kept_dir / f"{stem}-{unique}.patch"
-        patch.parent.mkdir(parents=True, exist_ok=True)
-        patch.write_bytes(
-            run_git(iso.top, "diff-tree", "-p", "--binary", "--no-renames", self.start, commit)
-        )
-        return f"its work is kept as {ref} and {shown(patch, Path.cwd())}"
+        keeper = Keeper(iso.top, iso.refs, iso.kept_dir)
+        return keeper.keep(self.phase_id, self.start, tree or self.snapshot(), why, name)
 
     def put_back_shared(self) -> list[str]:
         """Stash entries and branches the phase left in refs the user sees, taken away and
-        kept under ``refs/maestro/``, and the user's tags and stash entries put back; where, as
-        refs. One result's merge or another phase's put-back at a time; each of those whatever
-        another's failure."""
+        kept under ``refs/maestro/``, the user's tags and stash entries put back, and the shared
+        config as the phase started; what was kept where, as lines. One result's merge or
+        another phase's put-back at a time; each of those whatever another's failure."""
         iso = self.isolation
-        keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(file_stem(self.phase_id)))
+        stem = file_stem(self.phase_id)
+        keep = keeper(iso.top, f"{iso.refs}/kept", ref_part(stem))
         with held(iso.lock("merge")):
+            config = iso.kept_dir / f"{stem}-config-{stamp()}"
+            lines = [put_back_config(iso.common, self.config_copy, config)]
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
             run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
             before = None if self.branches is None else dict(self.branches)
-            return put_back(own, self.path, run, before, keep)
+            refs = put_back(own, self.path, run, before, keep)
+        return [line for line in lines if line] + [f"{KEPT_REF}{ref}" for ref in refs]
 
     def remove(self, keep_marker: bool = False) -> None:
         """The worktree and git's record of it; nothing else of the repository."""
-        with contextlib.suppress(GitError, IsolationError):
+        with contextlib.suppress(GitError, IsolationError, OSError):
             self.put_back_shared()
         admin = None
         with contextlib.suppress(GitError, OSError):
@@ -379,19 +389,8 @@ class Workspace:
             remove_tree(admin)
         if not keep_marker:
             self.marker.unlink(missing_ok=True)
+            self.config_copy.unlink(missing_ok=True)
 
     def _admin(self) -> Path:
         """git's directory for this worktree (``.git/worktrees/<name>``)."""
         return Path(git_text(self.path, "rev-parse", "--absolute-git-dir"))
-
-
-@contextlib.contextmanager
-def held(lock: filelock.BaseFileLock) -> Iterator[None]:
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise IsolationError(f"waited {LOCK_TIMEOUT:g}s for {lock.lock_file}") from None
-    try:
-        yield
-    finally:
-        lock.release()

@@ -11,13 +11,14 @@ on the run's own ref. See docs/architecture.md, "Isolated phases".
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import FileSnapshot
+from .files import FileSnapshot, shown
 from .git import (
     Entry,
     blobs,
@@ -30,10 +31,12 @@ from .git import (
     run_git,
     set_ref,
 )
-from .isolate import Workspace, held
+from .isolate import Workspace
+from .locks import held
 from .plan import Phase
+from .swap import DELETE, Change, swap_in
 
-DELETED: Entry = ("0", "0" * 40)
+DELETED: Entry = (DELETE, "0" * 40)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,14 @@ class Merged:
 
     paths: tuple[str, ...] = ()
     refused: str | None = None
+    kept: Path | None = None  # where what the written files replaced is kept
+
+    def line(self, cwd: Path) -> str:
+        """What the merge wrote, for the phase's log."""
+        line = f"merged back: {', '.join(self.paths) or 'no changes'}"
+        if self.kept is not None:
+            line += f" (what they replaced is kept in {shown(self.kept, cwd)})"
+        return line
 
 
 def scope(phase: Phase, changed: list[str], prefix: str) -> tuple[list[str], list[str]]:
@@ -66,15 +77,18 @@ def _under(path: str, declared: str) -> bool:
 def merge_back(
     space: Workspace, phase: Phase, tree: str, preimages: Path, replaced: Path
 ) -> Merged:
-    """Bring ``tree``'s changes in the declared files back into the user's work tree.
-    ``preimages``: where the files it replaces are saved first; ``replaced``: where what a
-    failed write left is moved when they are put back."""
+    """Bring ``tree``'s changes in the declared files back into the user's work tree, all or
+    none. ``preimages``: where the files it replaces are saved first, for a kill meanwhile;
+    ``replaced``: where what they held is kept."""
     iso = space.isolation
     paths, outside = scope(phase, space.changed(tree), iso.prefix)
     if outside:
         return Merged(refused="changed files outside its declared ones: " + ", ".join(outside))
     if not paths:
         return Merged()
+    undone = undoes(space, phase, paths, tree)
+    if undone:
+        return Merged(refused=UNDOES + ", ".join(undone))
     with held(iso.lock("merge")):
         merged = rev(iso.top, iso.merged_ref)
         if merged is None:
@@ -92,13 +106,49 @@ def merge_back(
         # A kill in the middle of writing puts these back at the next run, like any pre-image.
         before = FileSnapshot.of(iso.root, relative)
         before.save(preimages)
-        try:
-            _write(iso.top, new)
-            set_ref(iso.top, iso.merged_ref, commit, merged)
-        except BaseException:
-            before.restore(replaced)
-            raise
-    return Merged(tuple(relative))
+        kept = swap_in(  # the files and the merged results move on together, or neither
+            iso.top,
+            _changes(iso.top, new),
+            replaced,
+            lambda: set_ref(iso.top, iso.merged_ref, commit, merged),
+        )
+    return Merged(tuple(relative), kept=kept)
+
+
+UNDOES = "would undo the user's uncommitted or untracked work: "
+
+
+def undoes(space: Workspace, phase: Phase, paths: list[str], tree: str) -> list[str]:
+    """Of ``paths`` (from the top), those whose change in ``tree`` takes away work the user had
+    not committed as the run started (the base differs there from the HEAD it was made on):
+    put back as HEAD has it, or deleted; from the root. ``git reset --hard``, ``checkout -f``
+    or ``clean`` in a worktree look so. A ``delete`` the phase declares is its own to make."""
+    iso = space.isolation
+    base = rev(iso.top, iso.base_ref)
+    dirty = _uncommitted(iso.top, base) if base else frozenset()
+    paths = [p for p in paths if p in dirty]
+    if not paths:
+        return []
+    head = rev(iso.top, f"{base}^")  # none: the repository had no commit
+    at_head = entries(iso.top, head, paths) if head else {}
+    after = entries(iso.top, tree, paths)
+    undone = []
+    for path in paths:
+        relative = path[len(iso.prefix) :]
+        if after.get(path) not in (None, at_head.get(path)):
+            continue  # changed, not undone
+        if after.get(path) is None and any(_under(relative, d) for d in phase.files.delete):
+            continue
+        undone.append(relative)
+    return undone
+
+
+@functools.lru_cache(maxsize=8)
+def _uncommitted(top: Path, base: str) -> frozenset[str]:
+    """Paths (from the top) where the run's base differs from the HEAD it was made on: the
+    user's uncommitted and untracked work as the run started. A commit never changes: cached."""
+    out = run_git(top, "diff-tree", "-r", "-z", "--root", "--no-commit-id", "--name-only", base)
+    return frozenset(os.fsdecode(p) for p in out.split(b"\0") if p)
 
 
 def _combine(
@@ -216,21 +266,7 @@ def _commit(space: Workspace, merged: str, new: dict[str, Entry], phase: Phase) 
     return commit_tree(top, tree, (merged,), message)
 
 
-def _write(top: Path, new: dict[str, Entry]) -> None:
-    """Each file replaced at once (never missing nor half written), its mode as git has it."""
-    contents = blobs(top, [(oid, path) for path, (mode, oid) in new.items() if mode != "0"])
-    for path, (mode, _oid) in new.items():
-        target = top / path
-        if mode == "0":
-            if os.path.lexists(target):
-                target.unlink()
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.maestro-merge.tmp")
-        tmp.unlink(missing_ok=True)
-        if mode == "120000":
-            os.symlink(os.fsdecode(contents[path]), tmp)
-        else:
-            tmp.write_bytes(contents[path])
-            os.chmod(tmp, 0o755 if mode == "100755" else 0o644)
-        os.replace(tmp, target)
+def _changes(top: Path, new: dict[str, Entry]) -> list[Change]:
+    """The entries to write, with their contents (through the paths' smudge filters)."""
+    contents = blobs(top, [(oid, path) for path, (mode, oid) in new.items() if mode != DELETE])
+    return [Change(path, mode, contents.get(path, b"")) for path, (mode, _oid) in new.items()]

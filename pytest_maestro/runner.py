@@ -20,7 +20,7 @@ from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
 from .leftovers import ATTEMPT_TOKEN, RunningRecord, end_escaped, running_record_path
-from .merge import merge_back, scope
+from .merge import UNDOES, merge_back, scope, undoes
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .plan import Phase, Plan
 from .process import LOG_LIMIT, PhaseLog, run_process
@@ -166,7 +166,8 @@ class PhaseRunner:
                     out.write_line(f"--- {kept}")
             raise
         finally:
-            space.release()
+            for line in space.release():
+                out.write_line(f"--- {line}")
 
     def _bring_back(
         self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
@@ -187,7 +188,7 @@ class PhaseRunner:
                     replaced_dir(cfg.log_dir, phase.id, "merge"),
                 )
                 if merged.refused is None:
-                    out.write_line(f"--- merged back: {', '.join(merged.paths) or 'no changes'}")
+                    out.write_line(f"--- {merged.line(Path.cwd())}")
                     return outcome
                 lines.append(f"not merged back: {merged.refused}")
         except (GitError, IsolationError, OSError) as exc:
@@ -349,13 +350,16 @@ class PhaseRunner:
 
 
 def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
-    """The worktree's changes outside the phase's declared files, as a file problem."""
+    """The worktree's changes outside the phase's declared files, or undoing the user's work,
+    as a file problem."""
     try:
-        changed = space.changed(space.snapshot(force=phase.files.all()))
+        tree = space.snapshot(force=phase.files.all())
+        inside, outside = scope(phase, space.changed(tree), space.isolation.prefix)
+        undone = undoes(space, phase, inside, tree)
     except (GitError, OSError):
         return []  # the merge-back looks again
-    outside = scope(phase, changed, space.isolation.prefix)[1]
-    return ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
+    problems = ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
+    return problems + ([UNDOES + ", ".join(undone)] if undone else [])
 
 
 @dataclass(frozen=True)

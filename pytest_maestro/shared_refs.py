@@ -156,6 +156,32 @@ class Users:
         for kind in cls.KINDS:
             Path(f"{stem}.{kind}.json").unlink(missing_ok=True)
 
+    def pin(self, top: Path, refs: str) -> None:
+        """Hold what each of them names with a ref under ``refs``, for the run: no gc or
+        reflog expiry in a worktree can then prune a deleted branch's commits or a cleared
+        stash entry, and they can be put back. Pins a killed run left go first."""
+        named = [
+            *(
+                f"heads/{branch_part(r.removeprefix('refs/heads/'))} {o}"
+                for r, o in self.branches.items()
+            ),
+            *(
+                f"tags/{branch_part(r.removeprefix('refs/tags/'))} {o}"
+                for r, o in self.tags.items()
+            ),
+            *(f"stash/{n} {entry}" for n, (entry, _message) in enumerate(self.stash)),
+        ]
+        unpin(top, refs)
+        lines = "".join(f"update {refs}/{line}\n" for line in named)
+        run_git(top, "update-ref", "--stdin", stdin=lines.encode())
+
+
+def unpin(top: Path, refs: str) -> None:
+    """The pins under ``refs`` go."""
+    pinned = git_text(top, "for-each-ref", "--format=delete %(refname)", refs + "/")
+    if pinned:
+        run_git(top, "update-ref", "--stdin", stdin=(pinned + "\n").encode())
+
 
 def _names(data: object) -> Branches:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

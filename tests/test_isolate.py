@@ -99,7 +99,8 @@ def test_a_base_that_cannot_be_made_is_one_line_and_leaves_the_session_free(
     result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     [error] = [line for line in result.errlines if line.strip()]
-    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git add: ")
+    assert error.startswith(f"ERROR: cannot snapshot the work tree {repo}: git ")
+    assert error.endswith("index file smaller than expected")
     assert {t for t in threading.enumerate() if t.name == "maestro-snapshot"} <= refreshers
     index.write_bytes(good)
     again = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
@@ -286,7 +287,7 @@ def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
     result.assert_outcomes(failed=1)
     assert (repo / "out").read_text() == "the user's file\n"
     [ref] = [ref for ref in kept_refs(repo) if "/kept/" in ref]
-    result.stdout.fnmatch_lines(["*not merged back: *File exists*"])
+    result.stdout.fnmatch_lines(["*not merged back: *Not a directory*"])
     result.stdout.fnmatch_lines([f"*its work is kept as {ref} and .maestro/kept/blocked-write-*"])
     assert git(repo, "show", f"{ref}:out/new.txt") == "made\n"
     assert worktrees(repo) == [str(repo)]
@@ -324,16 +325,19 @@ def test_files_without_declarations_bring_back_the_whole_diff(
         pytester,
         [
             phase("one", "echo one >> app.txt", "mkdir -p new && echo n > new/file.txt"),
-            phase("two", "rm notes.txt", blocked_by=["one"]),
+            phase("two", "rm old.txt", blocked_by=["one"]),
         ],
     )
+    (repo / "old.txt").write_text("committed, never edited\n")
+    git(repo, "add", "old.txt")
+    git(repo, "commit", "-qm", "old.txt", "--", "old.txt")
     git(repo, "add", "plan.yaml")
     staged = git(repo, "diff", "--cached")
     result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\none\n"
     assert (repo / "new" / "file.txt").read_text() == "n\n"
-    assert not (repo / "notes.txt").exists()
+    assert not (repo / "old.txt").exists()  # committed: in git still
     assert git(repo, "diff", "--cached") == staged
 
 
@@ -597,3 +601,136 @@ def test_a_state_dir_isolation_cannot_use_is_one_line_and_leaves_the_session_fre
         "--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider"
     )
     again.assert_outcomes(passed=1)  # the failed start left no lock behind
+
+
+# A phase that rewrites app.txt in place at the same size at once, in the second its worktree's
+# checkout wrote it, then works on: stat data alone cannot tell the rewrite.
+BUMP = (
+    "python3 -c \"f = open('app.txt', 'r+'); t = f.read(); f.seek(0); "
+    "f.write(t.replace('v1', 'v2'))\""
+)
+
+
+@pytest.mark.slow
+def test_a_same_size_rewrite_by_a_phase_without_file_lists_comes_back(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    write_plan(pytester, [phase("bump", BUMP, "sleep 1.1")])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (repo / "app.txt").read_text() == "app v2\nthe user's uncommitted edit\n"
+    log = (repo / ".maestro" / "logs" / "bump.log").read_text()
+    assert "--- merged back: app.txt" in log
+
+
+@pytest.mark.slow
+def test_a_killed_worker_s_same_size_rewrite_is_kept(tmp_path: Path) -> None:
+    init_repo(tmp_path)
+    mark = f"maestro-isolate-{os.getpid()}-{time.monotonic_ns()}"
+    wait = f"{sys.executable} -c 'import time; time.sleep(600)' {mark}"
+    plan = {"phases": [{"id": "bump", "run": [BUMP, wait]}]}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    run = subprocess.Popen(
+        _pytest("-n", "2"), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _marked(mark):
+            assert time.monotonic() < deadline and run.poll() is None, "the phase never started"
+            time.sleep(0.05)
+        time.sleep(1.1)  # the run's last look at the worktree comes in a later second
+        [slot] = tmp_path.glob(".maestro/worktrees/*/w*[0-9]")
+        assert "app v2" in (slot / "app.txt").read_text()
+        os.kill(int(slot.name[1:]), signal.SIGKILL)  # the worker running the phase
+        out, _ = run.communicate(timeout=60)
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+    [ref] = [ref for ref in kept_refs(tmp_path) if "/kept/bump-" in ref]
+    assert git(tmp_path, "show", f"{ref}:app.txt") == "app v2\nthe user's uncommitted edit\n", out
+    assert worktrees(tmp_path) == [str(tmp_path)]
+
+
+@pytest.mark.parametrize("undo", ["git reset -q --hard main", "git checkout -q -f develop"])
+def test_a_whole_diff_that_undoes_the_users_work_fails_naming_it_and_keeps_it(
+    repo: Path, pytester: pytest.Pytester, undo: str
+) -> None:
+    (repo / "new.txt").write_text("the user's new file, staged\n")
+    git(repo, "add", "new.txt")
+    write_plan(pytester, [phase("undo", undo, "echo made > made.txt", max_retries=0)])
+    before = user_state(repo)
+    plan = (repo / "plan.yaml").read_text()
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "attempt 1: would undo the user's uncommitted or untracked work: "
+            "app.txt, new.txt, notes.txt, plan.yaml, staged.txt"
+        ]
+    )
+    assert user_state(repo) == before
+    assert (repo / "new.txt").read_text() == "the user's new file, staged\n"
+    assert (repo / "plan.yaml").read_text() == plan
+    assert not (repo / "made.txt").exists()  # all or nothing: its own file stays out too
+    [ref] = [ref for ref in kept_refs(repo) if "/kept/undo-" in ref]
+    assert git(repo, "show", f"{ref}:made.txt") == "made\n"
+
+
+@pytest.mark.parametrize(
+    "prune",
+    [
+        "git stash clear && git gc -q --prune=now",
+        "git reflog expire --expire=now --all && git gc -q --prune=now",
+        "git branch -D feature && git tag -d v2 && git gc -q --prune=now",
+    ],
+    ids=["stash-clear", "reflog-expire", "branch-and-tag"],
+)
+def test_the_users_refs_survive_a_gc_in_a_worktree(
+    repo: Path, pytester: pytest.Pytester, prune: str
+) -> None:
+    git(repo, "stash", "-q", "-m", "the user's first")  # the user's edits, stashed twice
+    (repo / "app.txt").write_text("app v3\n")
+    git(repo, "stash", "-q", "-m", "the user's second")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "feature.txt").write_text("only on feature\n")
+    git(repo, "add", "feature.txt")
+    git(repo, "commit", "-qm", "feature")
+    git(repo, "tag", "-a", "v2", "-m", "a release on feature")
+    git(repo, "checkout", "-q", "main")
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    stash = git(repo, "stash", "list", "--format=%H %gs")
+    write_plan(pytester, [phase("prune", prune, "echo made > made.txt", max_retries=0)])
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert git(repo, "stash", "list", "--format=%H %gs") == stash
+    assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)") == refs
+    for line in refs.splitlines() + stash.splitlines():
+        git(repo, "cat-file", "-e", line.split()[0 if "refs/" not in line else 1])
+    git(repo, "stash", "apply", "-q", "stash@{1}")  # whole: its tree and parents are there
+    assert (repo / "app.txt").read_text() == "app v1\nthe user's uncommitted edit\n"
+
+
+def test_the_shared_git_config_a_phase_changes_is_put_back_and_its_version_kept(
+    repo: Path, pytester: pytest.Pytester
+) -> None:
+    config = repo / ".git" / "config"
+    users = config.read_bytes()
+    write_plan(
+        pytester,
+        [
+            phase(
+                "configures",
+                "git config user.email agent@example.com",
+                "git config core.hooksPath agent-hooks",
+                "echo made > made.txt",
+            )
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", ISOLATE, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert config.read_bytes() == users
+    log = (repo / ".maestro" / "logs" / "configures.log").read_text()
+    [line] = [line for line in log.splitlines() if ".git/config" in line]
+    kept = repo / line.rsplit(" ", 1)[1]
+    assert kept.is_relative_to(repo / ".maestro" / "kept")
+    assert "agent@example.com" in kept.read_text() and "hooksPath" in kept.read_text()

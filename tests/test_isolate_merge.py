@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 
+from pytest_maestro import swap
 from pytest_maestro.files import FileSnapshot, remove_tree
 from pytest_maestro.isolate import Isolation, IsolationError, Workspace
 from pytest_maestro.merge import merge_back, scope
 from pytest_maestro.plan import Files, Phase
 
+from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
+from .test_disk_full import on_small_disk
 from .test_isolate import git, init_repo, user_state, worktrees
 
 LINES = "".join(f"line {n}\n" for n in range(1, 11))
@@ -211,3 +215,217 @@ def test_a_worktree_s_read_only_parts_go_without_a_warning(tmp_path: Path) -> No
         warnings.simplefilter("error")  # onerror is deprecated from Python 3.12 on
         remove_tree(tmp_path / "wt")
     assert not (tmp_path / "wt").exists()
+
+
+def _rewrite_in_place_within_the_checkout_s_second(space: Workspace, name: str) -> bool:
+    """Rewrite ``name`` in place, at the same size, in the second its checkout wrote it (the
+    stat data git keeps cannot tell the two apart); False when the second turned meanwhile."""
+    target = space.root / name
+    checked_out = target.stat().st_mtime_ns // 10**9
+    with open(target, "r+b") as handle:  # the same inode: no rename gives it away
+        rewritten = handle.read().replace(b"v1", b"v2")
+        handle.seek(0)
+        handle.write(rewritten)
+    return target.stat().st_mtime_ns // 10**9 == checked_out
+
+
+def _next_second() -> None:
+    time.sleep(1.05 - time.time() % 1)
+
+
+def test_a_same_size_rewrite_in_the_checkout_s_second_is_in_the_snapshot(iso: Isolation) -> None:
+    # Racy git: the worktree's index holds stat data as of its checkout; its copy must not pass
+    # for one written later, or the rewrite looks unchanged.
+    for _ in range(3):
+        space = iso.open("bump", slot="w")
+        if _rewrite_in_place_within_the_checkout_s_second(space, "app.txt"):
+            break
+    _next_second()
+    phase = Phase("bump", "Bump the version")
+    assert space.changed(space.snapshot()) == ["app.txt"]
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "app v2\nthe user's uncommitted edit\n"
+    space.remove()
+    iso.finish()
+
+
+def test_the_base_takes_a_same_size_edit_the_users_index_does_not_know(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    init_repo(root)
+    for _ in range(3):
+        (root / "app.txt").write_text("app v1\n")
+        git(root, "add", "app.txt")  # the index records app.txt's stat data in this second
+        with open(root / "app.txt", "r+b") as handle:
+            handle.write(b"app v2\n")
+        if (
+            os.stat(root / "app.txt").st_mtime_ns // 10**9
+            == os.stat(root / ".git" / "index").st_mtime_ns // 10**9
+        ):
+            break
+    _next_second()
+    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000c")
+    iso.start()
+    assert git(root, "show", f"{iso.base_ref}:app.txt") == "app v2\n"
+    iso.finish()
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_an_edit_to_a_file_git_was_told_not_to_look_at_is_in_the_snapshot(
+    iso: Isolation, flag: str
+) -> None:
+    space = iso.open("hide", slot="w")
+    git(space.path, "update-index", flag, "app.txt")
+    (space.root / "app.txt").write_text("edited where git does not look\n")
+    assert space.changed(space.snapshot()) == ["app.txt"]
+    space.remove()
+    iso.finish()
+
+
+def test_a_merge_back_never_undoes_the_users_uncommitted_work_unless_declared_deleted(
+    iso: Isolation,
+) -> None:
+    space = iso.open("p", slot="w")
+    (space.root / "notes.txt").unlink()  # untracked as the run started
+    git(space.path, "checkout", "main", "--", "app.txt")  # as the user's HEAD has it
+    (space.root / "staged.txt").write_text("the phase's own version\n")  # changed: its to make
+    whole = Phase("p", "p")
+    assert merge(iso, (space, whole)) == (
+        "would undo the user's uncommitted or untracked work: app.txt, notes.txt"
+    )
+    assert (iso.root / "notes.txt").exists()
+    declared = Phase("p", "p", files=Files(delete=("notes.txt",), modify=("staged.txt",)))
+    git(space.path, "checkout", space.start, "--", "app.txt")
+    assert merge(iso, (space, declared)) is None
+    assert not (iso.root / "notes.txt").exists()
+    assert (iso.root / "staged.txt").read_text() == "the phase's own version\n"
+    space.remove()
+    iso.finish()
+
+
+FULL_DISK_MERGE = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+def git(*args):
+    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout
+
+os.mkdir("repo")
+os.chdir("repo")
+git("init", "-q", "-b", "main")
+git("config", "user.email", "u@example.com")
+git("config", "user.name", "U")
+Path("a.txt").write_text("a v1\n")
+Path("b.txt").write_text("b v1\n")
+git("add", ".")
+git("commit", "-qm", "start")
+Path("a.txt").write_text("a v1\nthe user's uncommitted edit\n")
+fill = '"$MAESTRO_PROJECT_ROOT/../fill"'
+Path("plan.yaml").write_text(json.dumps({"phases": [{
+    "id": "p", "max_retries": 0, "files": {"modify": ["a.txt", "b.txt"]},
+    "run": [
+        "echo 'a by the phase' > a.txt",
+        "head -c 300000 /dev/urandom > b.txt",
+        "git add -A",  # its objects are in the store before the disk fills
+        f"head -c 100000000 /dev/zero > {fill} 2>/dev/null; truncate -s -60K {fill}",
+    ],
+}]}))
+done = subprocess.run(
+    [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml",
+     "--maestro-isolate=worktree"], capture_output=True, text=True)
+a, b = Path("a.txt").read_text(), Path("b.txt").read_text()
+stray = [str(p) for p in Path(".").glob("*.tmp")] + [str(p) for p in Path(".").glob(".*.tmp")]
+os.unlink("../fill")
+kept = git("for-each-ref", "--format=%(refname)", "refs/maestro/").split()
+print(json.dumps({"code": done.returncode, "out": done.stdout + done.stderr, "a": a, "b": b,
+                  "stray": stray, "kept": kept}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs Linux user and mount namespaces")
+def test_a_merge_back_the_disk_cannot_take_writes_nothing(tmp_path: Path) -> None:
+    seen = on_small_disk(tmp_path, FULL_DISK_MERGE, size="3m")
+    assert seen["code"] == 1, seen["out"]
+    assert "not merged back: " in seen["out"] and "No space left on device" in seen["out"]
+    assert seen["a"] == "a v1\nthe user's uncommitted edit\n", seen["out"]
+    assert seen["b"] == "b v1\n"
+    assert seen["stray"] == []
+    assert any("/kept/p-" in ref for ref in seen["kept"]), seen["out"]
+
+
+def test_a_merge_back_that_fails_midway_puts_back_what_it_wrote(
+    iso: Isolation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phase = Phase("p", "p", files=Files(modify=("app.txt", "lines.txt")))
+    space = iso.open("p", slot="w")
+    (space.root / "app.txt").write_text("app by the phase\n")
+    (space.root / "lines.txt").write_text("lines by the phase\n")
+    users = {name: (iso.root / name).read_text() for name in ("app.txt", "lines.txt")}
+    renames = []
+    real_replace = os.replace
+
+    def full_on_the_second(source: str | Path, target: str | Path) -> None:
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(source, target)
+
+    monkeypatch.setattr(swap.os, "replace", full_on_the_second)
+    with pytest.raises(OSError, match="No space left"):
+        merge(iso, (space, phase))
+    monkeypatch.undo()
+    assert {name: (iso.root / name).read_text() for name in users} == users
+    assert not list(iso.root.glob(".*.tmp"))
+    merged = iso.state_dir / "replaced" / "p"
+    assert not merged.exists()  # put back whole: nothing of the user's is only there
+    assert merge(iso, (space, phase)) is None
+    assert (iso.root / "app.txt").read_text() == "app by the phase\n"
+    # What a merge replaces is kept, under a name the next merge does not reuse.
+    assert (merged / "app.txt").read_text() == users["app.txt"]
+    space.release()
+    again = iso.open("p", slot="w")
+    (again.root / "app.txt").write_text("app by the phase, again\n")
+    assert merge(iso, (again, phase)) is None
+    assert (merged.with_name("p-2") / "app.txt").read_text() == "app by the phase\n"
+    assert (merged / "app.txt").read_text() == users["app.txt"]
+    again.remove()
+    iso.finish()
+
+
+def test_swapping_in_puts_back_a_deleted_file_and_takes_away_a_new_one_on_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = tmp_path / "tree"
+    top.mkdir()
+    (top / "gone.txt").write_text("the user's, to be deleted\n")
+    (top / "link").symlink_to("gone.txt")
+    (top / "last.txt").write_text("the user's last\n")
+    changes = [
+        swap.Change("gone.txt", swap.DELETE),
+        swap.Change("link", swap.DELETE),
+        swap.Change("new/dir/made.txt", "100644", b"made\n"),
+        swap.Change("last.txt", "100755", b"#!/bin/sh\n"),
+    ]
+    real_replace = os.replace
+
+    def fail_on_last(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "last.txt":
+            raise OSError(5, "Input/output error")
+        real_replace(source, target)
+
+    monkeypatch.setattr(swap.os, "replace", fail_on_last)
+    with pytest.raises(OSError, match="Input/output"):
+        swap.swap_in(top, changes, tmp_path / "kept")
+    monkeypatch.undo()
+    assert sorted(p.name for p in top.iterdir()) == ["gone.txt", "last.txt", "link"]
+    assert (top / "gone.txt").read_text() == "the user's, to be deleted\n"
+    assert os.readlink(top / "link") == "gone.txt"
+    assert not (tmp_path / "kept").exists()
+    kept = swap.swap_in(top, changes, tmp_path / "kept")
+    assert kept == tmp_path / "kept"
+    assert sorted(p.name for p in top.iterdir()) == ["last.txt", "new"]
+    assert os.access(top / "last.txt", os.X_OK)
+    assert (kept / "gone.txt").read_text() == "the user's, to be deleted\n"
+    assert os.readlink(kept / "link") == "gone.txt"
+    assert (kept / "last.txt").read_text() == "the user's last\n"

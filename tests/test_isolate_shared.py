@@ -257,3 +257,22 @@ def test_the_users_tags_an_agent_deletes_or_moves_stay_as_they_were(
     else:
         assert "/kept/" not in kept
     run.finish()
+
+
+def test_the_shared_config_changed_during_a_phase_goes_back_even_after_a_crash(
+    iso: Isolation,  # noqa: F811
+) -> None:
+    config = iso.common / "config"
+    users = config.read_bytes()
+    first = iso.open("first", slot="w")
+    git(first.path, "config", "alias.st", "status")
+    [line] = first.release()
+    assert config.read_bytes() == users
+    assert line.startswith(".git/config changed while the phase ran: put back, ")
+    second = iso.open("second", slot="x")
+    git(second.path, "config", "core.editor", "agent-editor")
+    [note] = iso.finish()  # its process died: the run's end puts the config back
+    assert note.startswith("phase 'second': .git/config changed while the phase ran: put back")
+    assert config.read_bytes() == users
+    kept = sorted((iso.state_dir / "kept").glob("*config*"))
+    assert [p.name.split("-config-")[0] for p in kept] == ["first", "second"]
