@@ -97,6 +97,7 @@ class CliRuntime:
             )
         prompt_file = request.attempt_file(".prompt.md")
         reply_file = request.attempt_file(".reply")
+        stderr_file = request.attempt_file(".stderr")
         prompt_file.write_bytes(prompt)  # kept: what was sent is part of the record
         argv = self.argv(request, prompt_file)
         try:
@@ -109,6 +110,7 @@ class CliRuntime:
                 header=f"$ {shlex.join(argv)} < {prompt_file.name}",
                 stdin_file=prompt_file if self.feeds_stdin(request) else None,
                 stdout_file=reply_file,
+                stderr_file=stderr_file,
             )
         except FileNotFoundError:
             return AgentResult(
@@ -120,7 +122,7 @@ class CliRuntime:
             return AgentResult("blocked", f"{argv[0]!r} cannot be executed")
         if process.timed_out:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
-        stderr = process.output(MAX_STDERR_BYTES)
+        stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
         reply = self.read_reply(process.exit_code, read_bounded(reply_file), stderr)
         return judge(reply, process.exit_code, (process,))
 
@@ -209,6 +211,25 @@ def last_json_object(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def trailing_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object, one line or indented over many, that ends ``text`` after whatever came
+    before it: notices, warnings, a stack trace (gemini's standard error)."""
+    end = len(text.rstrip())
+    start = end
+    while start > 0:
+        start = text.rfind("{", 0, start)
+        if start < 0:
+            return None
+        if start == 0 or text[start - 1] == "\n":
+            try:
+                value, stop = json.JSONDecoder().raw_decode(text, start)
+            except ValueError:
+                continue
+            if stop == end and isinstance(value, dict):
+                return value
+    return None
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

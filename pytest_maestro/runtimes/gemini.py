@@ -14,7 +14,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, last_lines
+from .cli import CliRuntime, Reply, count, last_json_object, last_lines, trailing_json_object
 
 EXIT_CODES = {1: "API error", 42: "input error", 53: "turn limit reached", 173: "429"}
 
@@ -36,7 +36,9 @@ class GeminiRuntime(CliRuntime):
         return {"GEMINI_CLI_TRUST_WORKSPACE": "true", **super().environment(request)}
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
-        data = last_json_object(stdout) or last_json_object(stderr) or {}
+        # The reply on stdout; when the API call failed, the error JSON ends stderr, after the
+        # CLI's warnings and a stack trace.
+        data = last_json_object(stdout) or trailing_json_object(stderr) or {}
         text = str(data.get("response") or "")
         error = data.get("error")
         failure = None

@@ -77,7 +77,6 @@ def phase_state(pytester: pytest.Pytester) -> Any:
 
 # Known defects, each fixed in its own change: the test shows it before the fix.
 KNOWN = {
-    "gemini": "stderr's warnings are read as part of the JSON reply",
     "opencode": "opencode run works in $PWD, not in the project root",
 }
 
