@@ -83,7 +83,9 @@ class CliRuntime:
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         agent_env = dict(request.agent.env) if request.agent else {}
-        return {**request.env, **agent_env}
+        # PWD names the project root: a CLI that takes its directory from $PWD (opencode) would
+        # otherwise work in pytest's directory, whatever the process's cwd.
+        return {**request.env, **agent_env, "PWD": str(request.root)}
 
     def run(self, request: AgentRequest) -> AgentResult:
         prompt = request.prompt.encode()

@@ -122,7 +122,8 @@ class OpenCodeRuntime(CommandRuntime):
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        return ("opencode", "run", "--format", "json", "--model", "{model}")
+        # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.
+        return ("opencode", "run", "--format", "json", "--dir", "{root}", "--model", "{model}")
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True

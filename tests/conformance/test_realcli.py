@@ -75,16 +75,7 @@ def phase_state(pytester: pytest.Pytester) -> Any:
     return read_session(snapshot).phases["hello"]
 
 
-# Known defects, each fixed in its own change: the test shows it before the fix.
-KNOWN = {
-    "opencode": "opencode run works in $PWD, not in the project root",
-}
-
-
-@pytest.mark.parametrize(
-    "cli",
-    [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c])) if c in KNOWN else c for c in CLIS],
-)
+@pytest.mark.parametrize("cli", CLIS)
 def test_a_phase_passes_with_its_file_in_the_root_and_its_tokens_recorded(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
 ) -> None:
