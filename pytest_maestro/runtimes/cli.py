@@ -33,6 +33,13 @@ _QUOTA = re.compile(
     r"|insufficient[_ ](quota|credit|funds|balance)|credit balance is too low|billing",
     re.IGNORECASE,
 )
+# No credentials, not signed in, or no network: the user must act, so no attempt is spent waiting.
+_NO_ACCESS = re.compile(
+    r"not logged in|please run /login|invalid (x-)?api[ -]key|\b401\b|unauthori[sz]ed"
+    r"|authentication (error|failed|required)|no authentication|must specify the \w*API_KEY"
+    r"|not authenticated|no credentials|waiting for network|\bENOTFOUND\b|\bECONNREFUSED\b",
+    re.IGNORECASE,
+)
 _RATE_LIMIT = re.compile(
     r"\b429\b|\b529\b|rate[ _-]?limit|too many requests|overloaded|resource has been exhausted"
     r"|resource_exhausted|try again later|temporarily unavailable|\b503\b",
@@ -54,6 +61,7 @@ class Reply:
     error: str | None = None  # the CLI's own error message, exit code aside
     tokens: Tokens | None = None
     session_id: str | None = None
+    blocked: bool = False  # the error needs the user (a setting, a login): trying again won't do
 
 
 class CliRuntime:
@@ -79,7 +87,7 @@ class CliRuntime:
         say why it failed)."""
         if exit_code == 0:
             return Reply(stdout.strip())
-        return Reply(stdout.strip(), f"exited {exit_code}: {last_lines(stderr)}".rstrip(": "))
+        return Reply(stdout.strip(), f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": "))
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         agent_env = dict(request.agent.env) if request.agent else {}
@@ -137,6 +145,11 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
         error = f"exited {exit_code}"
     if error is not None:
         text = f"{error} {reply.text}"
+        if reply.blocked or _NO_ACCESS.search(error):
+            why = "" if reply.blocked else "no access to the model (credentials, login, network): "
+            return AgentResult(
+                "blocked", why + one_line(error), procs, reply.text, reply.tokens, reply.session_id
+            )
         if _QUOTA.search(text):
             return AgentResult(
                 "blocked",
@@ -196,6 +209,17 @@ def read_bounded(path: Path, limit: int = MAX_REPLY_BYTES) -> str:
             return handle.read(limit).decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+
+
+_ERROR_LINE = re.compile(r"^(error|fatal)\b|\berror:", re.IGNORECASE)
+
+
+def stderr_reason(text: str) -> str:
+    """The CLI's own reason on its standard error, in one line: its last line that says
+    ``Error``, else its last line (help that follows an error is not the reason)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = [line for line in lines if _ERROR_LINE.search(line)]
+    return (said or lines or [""])[-1]
 
 
 def last_lines(text: str, count: int = 3) -> str:

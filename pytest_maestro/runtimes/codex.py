@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, json_lines, last_lines
+from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
 
 
 class CodexRuntime(CliRuntime):
@@ -55,7 +55,7 @@ class CodexRuntime(CliRuntime):
                 error = event.get("error")
                 failure = str(error.get("message") if isinstance(error, dict) else error)
         if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply(text, failure, tokens if events else None, session)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest, AgentResult
-from .cli import CliRuntime, Reply, count, json_lines, last_lines
+from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
 
 PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
 
@@ -108,7 +108,7 @@ class CopilotRuntime(CommandRuntime):
             elif kind == "result":
                 session = str(event.get("sessionId") or "") or None
         if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply(text, failure, tokens if events else None, session)
@@ -155,7 +155,7 @@ class OpenCodeRuntime(CommandRuntime):
                 message = _mapping(data).get("message") or data or error
                 failure = f"{error.get('name', 'error')}: {message}"
         if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply("\n".join(texts), failure, tokens if events else None, session)
