@@ -56,6 +56,7 @@ def fake_api(
         home = pytester.path.parent / f"{pytester.path.name}-home"
         for name, value in environment(cli, home, running.url, key).items():
             monkeypatch.setenv(name, value)
+        monkeypatch.delenv("IS_SANDBOX", raising=False)  # the suite's own, for the stand-ins
         if cli == "claude" and os.geteuid() == 0:
             monkeypatch.setenv("IS_SANDBOX", "1")  # as a user trusting this container would
         yield running
@@ -122,3 +123,64 @@ def test_every_flag_a_runtime_passes_is_in_the_clis_help(cli: str, tmp_path: Pat
         flags = [a.split("=")[0] for a in argv[1:] if a.startswith("-") and a != "-"]
         missing = [f for f in flags if f not in text and f not in HIDDEN.get(cli, ())]
         assert not missing, f"{cli} --help names none of {missing}: {json.dumps(argv)}"
+
+
+# How each CLI is left without access, and the words it then says (observed).
+NO_ACCESS = {
+    "claude": ({"key": ""}, "Not logged in"),
+    "codex": ({"unauthorized": True}, "401 Unauthorized"),
+    "gemini": ({"key": ""}, "GEMINI_API_KEY"),
+    "opencode": ({"unauthorized": True}, "invalid x-api-key"),
+    "copilot": ({"offline": False}, "No authentication information found"),
+}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_no_credentials_blocks_the_phase_in_seconds_with_the_cli_s_words(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
+) -> None:
+    how, words = NO_ACCESS[cli]
+    key = str(how.get("key", "sk-fake"))
+    script = {k: v for k, v in how.items() if k == "unauthorized"}
+    for name in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with fake_api(pytester, monkeypatch, cli, key, **script):
+        if how.get("offline") is False:
+            for name in ("COPILOT_OFFLINE", "COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE"):
+                monkeypatch.delenv(name)
+        write_plan(pytester, [{**HELLO, "max_retries": 2}])
+        started = time.monotonic()
+        result = run(pytester, cli)
+    took = time.monotonic() - started
+    print(f"{cli}: blocked in {took:.1f}s")
+    output = result.stdout.str()
+    assert "blocked" in output and words in output, output[-3000:]
+    assert "attempt 2" not in output  # no retry spent
+    assert took < 90
+
+
+def test_claude_as_root_without_a_sandbox_is_blocked_saying_how_to_allow_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("claude refuses only as root")
+    with fake_api(pytester, monkeypatch, "claude"):
+        monkeypatch.delenv("IS_SANDBOX")
+        write_plan(pytester, [HELLO])
+        result = run(pytester, "claude")
+    output = result.stdout.str()
+    assert "cannot be used with root/sudo privileges" in output, output[-3000:]
+    assert "IS_SANDBOX=1" in output and "attempt 2" not in output
+
+
+def test_a_rate_limit_from_the_api_reaches_this_tool_s_backoff_claude(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # claude's own retries are bounded (CLAUDE_CODE_MAX_RETRIES=2): three 429s end its first call.
+    with fake_api(pytester, monkeypatch, "claude", limited=3) as api:
+        write_plan(pytester, [{**HELLO, "max_retries": 0}])
+        result = run(pytester, "claude")
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    assert "for a rate limit" in output
+    assert len(api.api.seen) >= 5
