@@ -449,7 +449,7 @@ def test_a_hanging_agent_dies_on_sigterm_to_its_group(work: Path, state: Path) -
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         cwd=work,
-        env=_env(state),
+        env={**_env(state), "PWD": str(work)},
         start_new_session=True,
     )
     _wait_until_running(state)
@@ -498,7 +498,7 @@ def test_rate_limited_while_more_calls_run_than_allowed(work: Path, state: Path)
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=work,
-        env=_env(state),
+        env={**_env(state), "PWD": str(work)},
         start_new_session=True,
     )
     try:
