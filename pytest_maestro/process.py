@@ -133,13 +133,16 @@ def run_process(
     stdin_file: Path | None = None,
     stdout_file: Path | None = None,
     stderr_file: Path | None = None,
+    hopeless: Callable[[bytes], bool] | None = None,
 ) -> ProcessResult:
     """Run ``argv``; its stdout and stderr are appended to ``log``.
 
     ``stdin_file`` is read as its standard input (a file, not a pipe: a command that never reads
     it cannot block us). With ``stdout_file`` and ``stderr_file`` (an agent CLI), each stream also
     goes to its own file, apart: the reply is the CLI's standard output alone, its diagnostics
-    its standard error alone; the log has both, in the order they came.
+    its standard error alone; the log has both, in the order they came. ``hopeless`` reads the
+    standard output as it comes: when it says the command cannot get anywhere, the command's group
+    is ended then, not at the timeout.
 
     The command leads a new session (and so a new process group): on timeout the whole group gets
     SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
@@ -157,7 +160,9 @@ def run_process(
         else:
             out, record = files.enter_context(_open_log(log)), None
         apart = (target, errors) if target and errors else None
-        result = _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, apart)
+        result = _run(
+            argv, cwd, env, timeout, out, record, stdin, header, log, source, apart, hopeless
+        )
         room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
         cut_middle(log, result.log_offset, out.tell(), room)
         return result
@@ -175,6 +180,7 @@ def _run(
     log: Path,
     source: BinaryIO | None = None,
     apart: tuple[BinaryIO, BinaryIO] | None = None,
+    hopeless: Callable[[bytes], bool] | None = None,
 ) -> ProcessResult:
     if header:
         out.write(header.encode() + b"\n")
@@ -193,7 +199,8 @@ def _run(
     tee = None
     if apart is not None:
         assert proc.stdout is not None and proc.stderr is not None
-        tee = Tee([(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])])
+        streams = [(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])]
+        tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM))
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
     timed_out = False

@@ -13,20 +13,32 @@ import os
 import selectors
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 # How long the copy goes on after the command's group ended: a process that escaped the group
 # and holds a pipe open must not keep the phase waiting.
 DRAIN_SECONDS = 1.0
 CHUNK = 64 * 1024
+WATCHED = 4096  # the end of stdout a watch sees with each new chunk: lines cut between reads
 
 
 class Tee:
-    """Copies each of ``streams`` (a pipe and the files it goes to) on a thread of its own."""
+    """Copies each of ``streams`` (a pipe and the files it goes to) on a thread of its own.
 
-    def __init__(self, streams: Sequence[tuple[IO[bytes], Sequence[IO[bytes]]]]) -> None:
+    ``watch``, given, reads the first stream as it comes; the first time it says the command
+    cannot get anywhere (a CLI reconnecting without a network), ``stop`` is called to end it.
+    """
+
+    def __init__(
+        self,
+        streams: Sequence[tuple[IO[bytes], Sequence[IO[bytes]]]],
+        watch: Callable[[bytes], bool] | None = None,
+        stop: Callable[[], None] | None = None,
+    ) -> None:
         self.streams = [(pipe, list(sinks)) for pipe, sinks in streams]
+        self.watch, self.stop, self.seen = watch, stop, b""
+        self.watched = False  # the watch stopped the command
         self.ended = threading.Event()
         self.error: OSError | None = None  # the first write that failed (a full disk)
         self.thread = threading.Thread(target=self._copy, name="maestro-tee", daemon=True)
@@ -53,12 +65,21 @@ class Tee:
         if not data:
             selector.unregister(key.fd)
             return
+        if self.watch is not None and key.fd == self.streams[0][0].fileno():
+            self._look(data)
         for sink in list(key.data):
             try:
                 sink.write(data)
             except OSError as exc:  # keep reading, so the command never blocks on a full pipe
                 self.error = self.error or exc
                 key.data.remove(sink)
+
+    def _look(self, data: bytes) -> None:
+        self.seen = (self.seen + data)[-WATCHED:]
+        if not self.watched and self.watch is not None and self.watch(self.seen):
+            self.watched = True
+            if self.stop is not None:
+                self.stop()
 
     def finish(self) -> None:
         """Wait for what is left in the pipes (at most ``DRAIN_SECONDS`` more), then raise the

@@ -4,6 +4,7 @@ tests/fakes, which now do the same: no credentials, caps, refused calls, root, r
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,13 @@ def test_claude_s_own_silent_retries_are_bounded_unless_the_user_set_them(
     assert runtime.environment(request(tmp_path, {}))["CLAUDE_CODE_MAX_RETRIES"] == "2"
     mine = runtime.environment(request(tmp_path, {"CLAUDE_CODE_MAX_RETRIES": "7"}))
     assert mine["CLAUDE_CODE_MAX_RETRIES"] == "7"
+
+
+def test_codex_without_a_network_is_ended_and_blocked_at_its_first_reconnect(
+    tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    result = run("codex", tmp_path, "Attempt: 1\nFAKE:NO_NETWORK\n", autonomous=True, timeout=60)
+    assert result.status == "blocked", result.message
+    assert "failed to lookup address information" in result.message
+    assert time.monotonic() - started < 20  # not the phase's timeout

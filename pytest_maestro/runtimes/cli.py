@@ -37,7 +37,8 @@ _QUOTA = re.compile(
 _NO_ACCESS = re.compile(
     r"not logged in|please run /login|invalid (x-)?api[ -]key|\b401\b|unauthori[sz]ed"
     r"|authentication (error|failed|required)|no authentication|must specify the \w*API_KEY"
-    r"|not authenticated|no credentials|waiting for network|\bENOTFOUND\b|\bECONNREFUSED\b",
+    r"|not authenticated|no credentials|waiting for network|\bENOTFOUND\b|\bECONNREFUSED\b"
+    r"|failed to lookup address|connection refused|network is unreachable",
     re.IGNORECASE,
 )
 _RATE_LIMIT = re.compile(
@@ -77,6 +78,11 @@ class CliRuntime:
 
     def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         return [self.executable, *self.arguments(request, prompt_file)]
+
+    def hopeless(self, stdout: bytes) -> bool:
+        """Whether the CLI's output so far says it cannot get anywhere (no network), so that it
+        is ended at once rather than at the timeout. ``stdout`` is its last few KiB."""
+        return False
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         """Whether the prompt goes to standard input (else only the prompt file names it)."""
@@ -121,6 +127,7 @@ class CliRuntime:
                 stdin_file=prompt_file if self.feeds_stdin(request) else None,
                 stdout_file=reply_file,
                 stderr_file=stderr_file,
+                hopeless=self.hopeless,
             )
         except FileNotFoundError:
             return AgentResult(

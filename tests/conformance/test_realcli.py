@@ -184,3 +184,19 @@ def test_a_rate_limit_from_the_api_reaches_this_tool_s_backoff_claude(
     assert result.ret == 0, output[-3000:]
     assert "for a rate limit" in output
     assert len(api.api.seen) >= 5
+
+
+def test_codex_without_a_network_is_blocked_at_once_not_at_the_timeout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_api(pytester, monkeypatch, "codex") as api:
+        config = Path(os.environ["CODEX_HOME"]) / "config.toml"
+        config.write_text(config.read_text().replace(api.url, "http://127.0.0.1:9"))  # closed
+        write_plan(pytester, [{**HELLO, "timeout": 300}])
+        started = time.monotonic()
+        result = run(pytester, "codex")
+    took = time.monotonic() - started
+    output = result.stdout.str()
+    print(f"codex without a network: {took:.1f}s")
+    assert "blocked" in output and "Reconnecting" in output, output[-3000:]
+    assert took < 60

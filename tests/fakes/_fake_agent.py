@@ -27,6 +27,7 @@ here, from markers anywhere in the prompt text:
   FAKE:QUOTA               answer with the CLI's spent-quota error
   FAKE:ERROR_EXIT0         exit 0, but with the CLI's own error signal set
   FAKE:NO_AUTH             answer as the CLI does without credentials (not logged in, no key)
+  FAKE:NO_NETWORK          as the CLI does without a network (codex: reconnect events, for good)
   FAKE:CAP                 end at the CLI's cost or turn cap (claude: error_max_budget_usd)
   FAKE:TOKENS in=100 out=20 cost=0.01
                            the usage (and cost, where the CLI reports one) in the CLI's fields
@@ -75,7 +76,7 @@ _FILES = re.compile(r"^## Files \(change no others\)\n((?:- .*\n?)*)", re.MULTIL
 _FILE = re.compile(r"^- (create|modify|delete|read): (.+?)[ \t]*$", re.MULTILINE)
 _FLAGS = (
     "SUCCEED", "FAIL_FIRST", "FAIL", "BLOCKED", "NO_HANDOFF", "HANG", "QUOTA", "ERROR_EXIT0",
-    "NO_AUTH", "CAP",
+    "NO_AUTH", "CAP", "NO_NETWORK",
 )  # fmt: skip
 
 
@@ -339,6 +340,8 @@ class Call:
             return Reply("quota", "", None, tokens=Tokens(0, 0, 0.0))
         if "NO_AUTH" in m.flags:
             return Reply("no_auth", "", None, tokens=Tokens(0, 0, 0.0))
+        if "NO_NETWORK" in m.flags:
+            return Reply("no_network", "", None, tokens=Tokens(0, 0, 0.0))
         if "CAP" in m.flags:
             return Reply("cap", "", None, tokens=m.tokens)
         named = {path for path, _ in m.edits}
