@@ -200,3 +200,20 @@ def test_codex_without_a_network_is_blocked_at_once_not_at_the_timeout(
     print(f"codex without a network: {took:.1f}s")
     assert "blocked" in output and "Reconnecting" in output, output[-3000:]
     assert took < 60
+
+
+def test_a_write_claude_denies_is_named_in_the_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only phase needs no consent: claude runs under dontAsk, and the fake model's Write
+    # is denied. The CLI exits 0 with is_error false; the denial is in permission_denials.
+    with fake_api(pytester, monkeypatch, "claude"):
+        (pytester.path / "notes.md").write_text("notes\n")
+        reading = {k: v for k, v in HELLO.items() if k not in ("files", "acceptance")}
+        write_plan(pytester, [{**reading, "reads": ["notes.md"], "max_retries": 0}])
+        result = pytester.runpytest_subprocess(
+            "--maestro", "plan.yaml", "--maestro-runtime=claude", timeout=300
+        )
+    output = result.stdout.str()
+    assert "permission denied: Write" in output and "hello.txt" in output, output[-3000:]
+    assert not (pytester.path / "hello.txt").exists()
