@@ -19,3 +19,11 @@ def _lean_inner_pytest(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
         monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest --assert=plain")
         # Inner runs append their report to a GitHub step summary: not to this job's own.
         monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _a_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run as root in many CI containers: claude (and its stand-in) refuses to skip
+    permissions as root unless IS_SANDBOX says the machine is a sandbox, as a test machine is.
+    A test of that refusal deletes it."""
+    monkeypatch.setenv("IS_SANDBOX", "1")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from .leftovers import RunningRecord, boot_ticks, group_alive, signal_group
+from .streams import Tee
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
@@ -131,12 +132,17 @@ def run_process(
     header: str | None = None,
     stdin_file: Path | None = None,
     stdout_file: Path | None = None,
+    stderr_file: Path | None = None,
+    hopeless: Callable[[bytes], bool] | None = None,
 ) -> ProcessResult:
     """Run ``argv``; its stdout and stderr are appended to ``log``.
 
     ``stdin_file`` is read as its standard input (a file, not a pipe: a command that never reads
-    it cannot block us); ``stdout_file``, when given, receives its standard output alone (an
-    agent CLI's JSON), while its standard error still goes to ``log``.
+    it cannot block us). With ``stdout_file`` and ``stderr_file`` (an agent CLI), each stream also
+    goes to its own file, apart: the reply is the CLI's standard output alone, its diagnostics
+    its standard error alone; the log has both, in the order they came. ``hopeless`` reads the
+    standard output as it comes: when it says the command cannot get anywhere, the command's group
+    is ended then, not at the timeout.
 
     The command leads a new session (and so a new process group): on timeout the whole group gets
     SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
@@ -147,12 +153,16 @@ def run_process(
     with contextlib.ExitStack() as files:
         source = files.enter_context(stdin_file.open("rb")) if stdin_file else None
         target = files.enter_context(stdout_file.open("wb")) if stdout_file else None
+        errors = files.enter_context(stderr_file.open("wb")) if stderr_file else None
         held = PhaseLog.held(log)
         if held is not None:
             out, record = held.out, held.record
         else:
             out, record = files.enter_context(_open_log(log)), None
-        result = _run(argv, cwd, env, timeout, out, record, stdin, header, log, source, target)
+        apart = (target, errors) if target and errors else None
+        result = _run(
+            argv, cwd, env, timeout, out, record, stdin, header, log, source, apart, hopeless
+        )
         room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
         cut_middle(log, result.log_offset, out.tell(), room)
         return result
@@ -169,7 +179,8 @@ def _run(
     header: str | None,
     log: Path,
     source: BinaryIO | None = None,
-    target: BinaryIO | None = None,
+    apart: tuple[BinaryIO, BinaryIO] | None = None,
+    hopeless: Callable[[bytes], bool] | None = None,
 ) -> ProcessResult:
     if header:
         out.write(header.encode() + b"\n")
@@ -181,10 +192,15 @@ def _run(
         cwd=cwd,
         env=env,
         stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
-        stdout=target or out,
-        stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE if apart else out,
+        stderr=subprocess.PIPE if apart else subprocess.STDOUT,
         start_new_session=True,
     )
+    tee = None
+    if apart is not None:
+        assert proc.stdout is not None and proc.stderr is not None
+        streams = [(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])]
+        tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM))
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
     timed_out = False
@@ -197,9 +213,13 @@ def _run(
         kill_group(proc)
     except BaseException:
         kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+        if tee is not None:
+            tee.ended.set()
         raise
     if group_alive(proc.pid):  # what it left running in the background is its own, and ends
         kill_group(proc)
+    if tee is not None:
+        tee.finish()
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
 

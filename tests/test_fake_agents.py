@@ -15,6 +15,16 @@ from typing import Any
 
 import pytest
 
+from pytest_maestro.runtimes.cli import trailing_json_object
+
+
+def trailing_json(stderr: str) -> dict[str, Any]:
+    """The error JSON that ends gemini's stderr, after its warnings."""
+    found = trailing_json_object(stderr)
+    assert found is not None, stderr
+    return found
+
+
 FAKES = Path(__file__).parent / "fakes"
 PROMPT = "Phase: p1 — Write things\nAttempt: 1\n\n## Task\nDo it.\n"
 REPORT_HEADINGS = ("## Task Report", "## Downstream Context")
@@ -171,7 +181,7 @@ def run_many(*jobs: Job) -> list[subprocess.CompletedProcess[str]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=job.cwd,
-            env=job.env,
+            env={**job.env, "PWD": str(job.cwd)},  # as a shell sets it: opencode works there
             text=True,
         )
         assert process.stdin is not None
@@ -439,7 +449,7 @@ def test_a_hanging_agent_dies_on_sigterm_to_its_group(work: Path, state: Path) -
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         cwd=work,
-        env=_env(state),
+        env={**_env(state), "PWD": str(work)},
         start_new_session=True,
     )
     _wait_until_running(state)
@@ -462,7 +472,7 @@ RATE_LIMITED: dict[str, Callable[[subprocess.CompletedProcess[str]], bool]] = {
     "gemini": lambda d: (
         d.returncode == 429 & 0xFF
         and d.stdout == ""
-        and json.loads(d.stderr)["error"]["code"] == 429
+        and trailing_json(d.stderr)["error"]["code"] == 429
     ),
     "copilot": lambda d: (
         d.returncode == 1
@@ -488,7 +498,7 @@ def test_rate_limited_while_more_calls_run_than_allowed(work: Path, state: Path)
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=work,
-        env=_env(state),
+        env={**_env(state), "PWD": str(work)},
         start_new_session=True,
     )
     try:
@@ -522,7 +532,9 @@ QUOTA: dict[str, Callable[[Ran], bool]] = {
         d.returncode == 1
         and jsonl(d.stdout)[-1]["error"]["message"].startswith("You've hit your usage limit")
     ),
-    "gemini": lambda d: d.returncode == 173 and "quota" in json.loads(d.stderr)["error"]["message"],
+    "gemini": lambda d: (
+        d.returncode == 173 and "quota" in trailing_json(d.stderr)["error"]["message"]
+    ),
     "copilot": lambda d: (
         d.returncode == 1 and jsonl(d.stdout)[-1]["exitCode"] == 1 and "quota_exceeded" in d.stdout
     ),

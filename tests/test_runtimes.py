@@ -88,7 +88,10 @@ def test_edits_need_consent(name: str, tmp_path: Path, state: Path) -> None:
     prompt = "Attempt: 1\nFAKE:EDIT out.txt=hello\n"
     denied = run(name, tmp_path, prompt)
     assert not (tmp_path / "out.txt").exists()
-    assert denied.status == "completed"  # the agent still says it did it: the checks must not
+    if name == "claude":  # its reply lists the refused calls: named, the attempt failed
+        assert denied.status == "failed" and "permission denied: Write" in denied.message
+    else:  # the agent still says it did it: the checks must not
+        assert denied.status == "completed"
     allowed = run(name, tmp_path, prompt, autonomous=True)
     assert allowed.status == "completed"
     assert (tmp_path / "out.txt").read_text() == "hello\n"

@@ -1,17 +1,24 @@
 """Claude Code: ``claude -p --output-format json``, the prompt on standard input.
 
 The reply is one JSON object: ``result`` (the final text), ``is_error``, ``session_id``,
-``total_cost_usd`` and ``usage`` (input, output, cache read and cache creation tokens).
-See docs/agent-clis.md for the sources.
+``total_cost_usd`` and ``usage`` (input, output, cache read and cache creation tokens); an error
+result's reason in ``errors[]``, its tokens in ``modelUsage`` where ``usage`` is all zeros, and the
+tool calls refused in ``permission_denials``. See docs/agent-clis.md for the sources.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, last_lines
+from .cli import CliRuntime, Reply, count, last_json_object, stderr_reason
+
+# Its own retries of 429 and 529 are silent (10 by default): after these few, a limit reaches this
+# tool's backoff. A user's own setting wins.
+MAX_RETRIES = "2"
+ROOT_REFUSAL = "cannot be used with root/sudo privileges"
 
 
 class ClaudeRuntime(CliRuntime):
@@ -32,23 +39,70 @@ class ClaudeRuntime(CliRuntime):
         mode = "bypassPermissions" if request.autonomous else "dontAsk"
         return [*args, "--permission-mode", mode]
 
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        return {"CLAUDE_CODE_MAX_RETRIES": MAX_RETRIES, **super().environment(request)}
+
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         data = last_json_object(stdout)
         if data is None:
+            if ROOT_REFUSAL in stderr:
+                return Reply(stdout.strip(), _root_refusal(stderr_reason(stderr)), blocked=True)
             why = f"exited {exit_code}" if exit_code else "no JSON result on standard output"
-            return Reply(stdout.strip(), f"{why}: {last_lines(stderr)}".rstrip(": "))
+            return Reply(stdout.strip(), f"{why}: {stderr_reason(stderr)}".rstrip(": "))
         text = str(data.get("result") or "")
         error = None
         if data.get("is_error") or str(data.get("subtype", "success")) != "success":
             status = data.get("api_error_status")
-            error = f"{data.get('subtype', 'error')}{f' ({status})' if status else ''}: {text}"
-        usage = data.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        tokens = Tokens(
-            input=count(usage.get("input_tokens"))
-            + count(usage.get("cache_creation_input_tokens")),
-            output=count(usage.get("output_tokens")),
-            cached=count(usage.get("cache_read_input_tokens")),
-            cost=float(data.get("total_cost_usd") or 0.0),
-        )
+            errors = data.get("errors")  # a cap's reason: its result has no text
+            reason = text or ("; ".join(map(str, errors)) if isinstance(errors, list) else "")
+            error = f"{data.get('subtype', 'error')}{f' ({status})' if status else ''}: {reason}"
+        elif denied := _denials(data.get("permission_denials")):
+            error = f"permission denied: {denied} (the agent went on without them)"
+        tokens = _tokens(data)
         return Reply(text, error, tokens, str(data.get("session_id") or "") or None)
+
+
+def _root_refusal(line: str) -> str:
+    return (
+        f"claude refuses to run as root without a sandbox ({line.strip()}): run as another user,"
+        " or set IS_SANDBOX=1 in a container you trust (this tool never sets it)"
+    )
+
+
+def _denials(value: Any) -> str:
+    """The refused tool calls, named: ``Write hello.txt, Bash``."""
+    if not isinstance(value, list):
+        return ""
+    names = []
+    for denial in value:
+        if isinstance(denial, dict):
+            given = denial.get("tool_input")
+            target = (
+                given.get("file_path") or given.get("command") if isinstance(given, dict) else ""
+            )
+            names.append(f"{denial.get('tool_name', 'a tool')} {target or ''}".strip())
+    return ", ".join(names)
+
+
+def _tokens(data: dict[str, Any]) -> Tokens:
+    """From ``usage``; from ``modelUsage`` (per model) where ``usage`` is all zeros, as in a result
+    that ended at a cap."""
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    tokens = Tokens(
+        input=count(usage.get("input_tokens")) + count(usage.get("cache_creation_input_tokens")),
+        output=count(usage.get("output_tokens")),
+        cached=count(usage.get("cache_read_input_tokens")),
+    )
+    models = data.get("modelUsage")
+    if tokens == Tokens() and isinstance(models, dict):
+        for model in models.values():
+            if isinstance(model, dict):
+                tokens += Tokens(
+                    count(model.get("inputTokens")) + count(model.get("cacheCreationInputTokens")),
+                    count(model.get("outputTokens")),
+                    count(model.get("cacheReadInputTokens")),
+                )
+    cost = data.get("total_cost_usd")
+    dollars = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0
+    return Tokens(tokens.input, tokens.output, tokens.cached, dollars)

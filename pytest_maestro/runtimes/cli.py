@@ -33,6 +33,14 @@ _QUOTA = re.compile(
     r"|insufficient[_ ](quota|credit|funds|balance)|credit balance is too low|billing",
     re.IGNORECASE,
 )
+# No credentials, not signed in, or no network: the user must act, so no attempt is spent waiting.
+_NO_ACCESS = re.compile(
+    r"not logged in|please run /login|invalid (x-)?api[ -]key|\b401\b|unauthori[sz]ed"
+    r"|authentication (error|failed|required)|no authentication|must specify the \w*API_KEY"
+    r"|not authenticated|no credentials|waiting for network|\bENOTFOUND\b|\bECONNREFUSED\b"
+    r"|failed to lookup address|connection refused|network is unreachable",
+    re.IGNORECASE,
+)
 _RATE_LIMIT = re.compile(
     r"\b429\b|\b529\b|rate[ _-]?limit|too many requests|overloaded|resource has been exhausted"
     r"|resource_exhausted|try again later|temporarily unavailable|\b503\b",
@@ -54,6 +62,7 @@ class Reply:
     error: str | None = None  # the CLI's own error message, exit code aside
     tokens: Tokens | None = None
     session_id: str | None = None
+    blocked: bool = False  # the error needs the user (a setting, a login): trying again won't do
 
 
 class CliRuntime:
@@ -70,6 +79,11 @@ class CliRuntime:
     def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         return [self.executable, *self.arguments(request, prompt_file)]
 
+    def hopeless(self, stdout: bytes) -> bool:
+        """Whether the CLI's output so far says it cannot get anywhere (no network), so that it
+        is ended at once rather than at the timeout. ``stdout`` is its last few KiB."""
+        return False
+
     def feeds_stdin(self, request: AgentRequest) -> bool:
         """Whether the prompt goes to standard input (else only the prompt file names it)."""
         return True
@@ -79,11 +93,13 @@ class CliRuntime:
         say why it failed)."""
         if exit_code == 0:
             return Reply(stdout.strip())
-        return Reply(stdout.strip(), f"exited {exit_code}: {last_lines(stderr)}".rstrip(": "))
+        return Reply(stdout.strip(), f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": "))
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         agent_env = dict(request.agent.env) if request.agent else {}
-        return {**request.env, **agent_env}
+        # PWD names the project root: a CLI that takes its directory from $PWD (opencode) would
+        # otherwise work in pytest's directory, whatever the process's cwd.
+        return {**request.env, **agent_env, "PWD": str(request.root)}
 
     def run(self, request: AgentRequest) -> AgentResult:
         prompt = request.prompt.encode()
@@ -97,6 +113,7 @@ class CliRuntime:
             )
         prompt_file = request.attempt_file(".prompt.md")
         reply_file = request.attempt_file(".reply")
+        stderr_file = request.attempt_file(".stderr")
         prompt_file.write_bytes(prompt)  # kept: what was sent is part of the record
         argv = self.argv(request, prompt_file)
         try:
@@ -109,6 +126,8 @@ class CliRuntime:
                 header=f"$ {shlex.join(argv)} < {prompt_file.name}",
                 stdin_file=prompt_file if self.feeds_stdin(request) else None,
                 stdout_file=reply_file,
+                stderr_file=stderr_file,
+                hopeless=self.hopeless,
             )
         except FileNotFoundError:
             return AgentResult(
@@ -120,7 +139,7 @@ class CliRuntime:
             return AgentResult("blocked", f"{argv[0]!r} cannot be executed")
         if process.timed_out:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
-        stderr = process.output(MAX_STDERR_BYTES)
+        stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
         reply = self.read_reply(process.exit_code, read_bounded(reply_file), stderr)
         return judge(reply, process.exit_code, (process,))
 
@@ -133,6 +152,11 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
         error = f"exited {exit_code}"
     if error is not None:
         text = f"{error} {reply.text}"
+        if reply.blocked or _NO_ACCESS.search(error):
+            why = "" if reply.blocked else "no access to the model (credentials, login, network): "
+            return AgentResult(
+                "blocked", why + one_line(error), procs, reply.text, reply.tokens, reply.session_id
+            )
         if _QUOTA.search(text):
             return AgentResult(
                 "blocked",
@@ -194,6 +218,17 @@ def read_bounded(path: Path, limit: int = MAX_REPLY_BYTES) -> str:
         return ""
 
 
+_ERROR_LINE = re.compile(r"^(error|fatal)\b|\berror:", re.IGNORECASE)
+
+
+def stderr_reason(text: str) -> str:
+    """The CLI's own reason on its standard error, in one line: its last line that says
+    ``Error``, else its last line (help that follows an error is not the reason)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = [line for line in lines if _ERROR_LINE.search(line)]
+    return (said or lines or [""])[-1]
+
+
 def last_lines(text: str, count: int = 3) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[-count:])
 
@@ -209,6 +244,25 @@ def last_json_object(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def trailing_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object, one line or indented over many, that ends ``text`` after whatever came
+    before it: notices, warnings, a stack trace (gemini's standard error)."""
+    end = len(text.rstrip())
+    start = end
+    while start > 0:
+        start = text.rfind("{", 0, start)
+        if start < 0:
+            return None
+        if start == 0 or text[start - 1] == "\n":
+            try:
+                value, stop = json.JSONDecoder().raw_decode(text, start)
+            except ValueError:
+                continue
+            if stop == end and isinstance(value, dict):
+                return value
+    return None
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

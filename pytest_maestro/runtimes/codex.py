@@ -8,11 +8,20 @@ See docs/agent-clis.md for the sources.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, json_lines, last_lines
+from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
+
+# Its reconnect events when the API cannot be reached or refuses the key: it would go on (without
+# a network, for good), so the call is ended at the first.
+_HOPELESS = re.compile(
+    rb'"Reconnecting\.\.\.[^"]*(waiting for network|failed to lookup address|connection refused'
+    rb"|network is unreachable|unexpected status 401)",
+    re.IGNORECASE,
+)
 
 
 class CodexRuntime(CliRuntime):
@@ -29,8 +38,11 @@ class CodexRuntime(CliRuntime):
         sandbox = "workspace-write" if request.autonomous else "read-only"
         return [*args, "--sandbox", sandbox, "-"]
 
+    def hopeless(self, stdout: bytes) -> bool:
+        return _HOPELESS.search(stdout) is not None
+
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
-        text, failure, session = "", None, None
+        text, failure, session, said = "", None, None, None
         tokens = Tokens()
         events = 0
         for event in json_lines(stdout):
@@ -51,11 +63,13 @@ class CodexRuntime(CliRuntime):
                         count(usage.get("output_tokens")),
                         cached,
                     )
+            elif kind == "error":
+                said = str(event.get("message") or "") or said
             elif kind == "turn.failed":
                 error = event.get("error")
                 failure = str(error.get("message") if isinstance(error, dict) else error)
-        if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+        if failure is None and exit_code != 0:  # ended at a reconnect: its message says why
+            failure = said or f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply(text, failure, tokens if events else None, session)

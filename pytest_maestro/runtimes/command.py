@@ -16,7 +16,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest, AgentResult
-from .cli import CliRuntime, Reply, count, json_lines, last_lines
+from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
 
 PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
 
@@ -108,7 +108,7 @@ class CopilotRuntime(CommandRuntime):
             elif kind == "result":
                 session = str(event.get("sessionId") or "") or None
         if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply(text, failure, tokens if events else None, session)
@@ -122,7 +122,8 @@ class OpenCodeRuntime(CommandRuntime):
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        return ("opencode", "run", "--format", "json", "--model", "{model}")
+        # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.
+        return ("opencode", "run", "--format", "json", "--dir", "{root}", "--model", "{model}")
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
@@ -154,7 +155,7 @@ class OpenCodeRuntime(CommandRuntime):
                 message = _mapping(data).get("message") or data or error
                 failure = f"{error.get('name', 'error')}: {message}"
         if failure is None and exit_code != 0:
-            failure = f"exited {exit_code}: {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
         return Reply("\n".join(texts), failure, tokens if events else None, session)

@@ -2,9 +2,9 @@
 
 The reply is one JSON object: ``response`` (the final text), ``stats.models.<model>.tokens``
 (``prompt``, ``candidates``, ``cached``) and, when the run failed, ``error`` (``type``,
-``message``, ``code``), which goes to standard error instead when the API call fails. Exit codes:
-1 an API error, 42 bad input, 53 the turn limit; a failed API call exits with its HTTP status
-(429 becomes 173). See docs/agent-clis.md for the sources.
+``message``, ``code``), which ends standard error instead (after the CLI's warnings) when the run
+failed. Exit codes are the CLI's ``Fatal*Error`` classes (``EXIT_CODES``); a failed API call exits
+with its HTTP status (429 becomes 173). See docs/agent-clis.md for the sources.
 """
 
 from __future__ import annotations
@@ -14,9 +14,28 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, last_lines
+from .cli import (
+    CliRuntime,
+    Reply,
+    count,
+    last_json_object,
+    stderr_reason,
+    trailing_json_object,
+)
 
-EXIT_CODES = {1: "API error", 42: "input error", 53: "turn limit reached", 173: "429"}
+EXIT_CODES = {
+    1: "API error",
+    41: "authentication failed",
+    42: "input error",
+    44: "sandbox error",
+    52: "configuration error",
+    53: "turn limit reached",
+    54: "tool execution failed",
+    55: "untrusted workspace",
+    130: "cancelled",
+    173: "429",
+}
+NEEDS_USER = {41, 44, 52, 55}  # a setting or a login to fix: trying again won't do
 
 
 class GeminiRuntime(CliRuntime):
@@ -36,21 +55,23 @@ class GeminiRuntime(CliRuntime):
         return {"GEMINI_CLI_TRUST_WORKSPACE": "true", **super().environment(request)}
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
-        data = last_json_object(stdout) or last_json_object(stderr) or {}
+        # The reply on stdout; when the API call failed, the error JSON ends stderr, after the
+        # CLI's warnings and a stack trace.
+        data = last_json_object(stdout) or trailing_json_object(stderr) or {}
         text = str(data.get("response") or "")
         error = data.get("error")
         failure = None
+        meaning = EXIT_CODES.get(exit_code, "failed")
         if isinstance(error, dict) and error:
             code = f" ({error['code']})" if error.get("code") else ""
-            failure = f"{error.get('type', 'error')}{code}: {error.get('message', '')}"
+            named = f"exited {exit_code} ({meaning}): " if exit_code in NEEDS_USER else ""
+            failure = f"{named}{error.get('type', 'error')}{code}: {error.get('message', '')}"
         elif exit_code != 0:
-            meaning = EXIT_CODES.get(exit_code, "failed")
-            failure = f"exited {exit_code} ({meaning}): {last_lines(stderr)}".rstrip(": ")
+            failure = f"exited {exit_code} ({meaning}): {stderr_reason(stderr)}".rstrip(": ")
         elif not data:
             failure = "no JSON result on standard output"
-        return Reply(
-            text, failure, _tokens(data.get("stats")), str(data.get("session_id") or "") or None
-        )
+        session = str(data.get("session_id") or "") or None
+        return Reply(text, failure, _tokens(data.get("stats")), session, exit_code in NEEDS_USER)
 
 
 def _tokens(stats: Any) -> Tokens | None:

@@ -26,6 +26,9 @@ here, from markers anywhere in the prompt text:
                            $FAKE_AGENT_STATE/running; without FAKE_AGENT_STATE nothing is counted)
   FAKE:QUOTA               answer with the CLI's spent-quota error
   FAKE:ERROR_EXIT0         exit 0, but with the CLI's own error signal set
+  FAKE:NO_AUTH             answer as the CLI does without credentials (not logged in, no key)
+  FAKE:NO_NETWORK          as the CLI does without a network (codex: reconnect events, for good)
+  FAKE:CAP                 end at the CLI's cost or turn cap (claude: error_max_budget_usd)
   FAKE:TOKENS in=100 out=20 cost=0.01
                            the usage (and cost, where the CLI reports one) in the CLI's fields
 
@@ -71,7 +74,10 @@ _TOKENS = re.compile(r"FAKE:TOKENS((?:[ \t]+\w+=[0-9.]+)*)")
 _ATTEMPT = re.compile(r"^Attempt:\s*(\d+)", re.MULTILINE)
 _FILES = re.compile(r"^## Files \(change no others\)\n((?:- .*\n?)*)", re.MULTILINE)
 _FILE = re.compile(r"^- (create|modify|delete|read): (.+?)[ \t]*$", re.MULTILINE)
-_FLAGS = ("SUCCEED", "FAIL_FIRST", "FAIL", "BLOCKED", "NO_HANDOFF", "HANG", "QUOTA", "ERROR_EXIT0")
+_FLAGS = (
+    "SUCCEED", "FAIL_FIRST", "FAIL", "BLOCKED", "NO_HANDOFF", "HANG", "QUOTA", "ERROR_EXIT0",
+    "NO_AUTH", "CAP", "NO_NETWORK",
+)  # fmt: skip
 
 
 class Tokens:
@@ -92,7 +98,7 @@ class Edit:
 
 
 class Reply:
-    """The agent's answer: `kind` is answer, rate_limit, quota or error_exit0."""
+    """The agent's answer: `kind` is answer, rate_limit, quota, error_exit0, no_auth or cap."""
 
     def __init__(
         self,
@@ -332,6 +338,12 @@ class Call:
             return Reply("rate_limit", "", None, tokens=Tokens(0, 0, 0.0))
         if "QUOTA" in m.flags:
             return Reply("quota", "", None, tokens=Tokens(0, 0, 0.0))
+        if "NO_AUTH" in m.flags:
+            return Reply("no_auth", "", None, tokens=Tokens(0, 0, 0.0))
+        if "NO_NETWORK" in m.flags:
+            return Reply("no_network", "", None, tokens=Tokens(0, 0, 0.0))
+        if "CAP" in m.flags:
+            return Reply("cap", "", None, tokens=m.tokens)
         named = {path for path, _ in m.edits}
         planned = [*m.edits, *(s for s in solutions(self.prompt) if s[0] not in named)]
         edits = [self._edit(path, content, can_edit) for path, content in planned]

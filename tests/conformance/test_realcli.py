@@ -1,0 +1,219 @@
+"""Each runtime end to end through ``pytest --maestro``, against its real CLI and a fake API."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_maestro.agents import Agent
+from pytest_maestro.plan.model import Phase
+from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest
+from pytest_maestro.runtimes.cli import CliRuntime
+from pytest_maestro.state import read_session
+
+from ..helpers import write_plan
+from .clis import CLIS, environment, installed, pinned
+from .fake_apis import Running, Script, serve
+
+pytestmark = [pytest.mark.realcli, pytest.mark.slow]
+
+HELLO = {
+    "id": "hello",
+    "name": "Write hello",
+    "description": "Write hello.txt saying hello.",
+    "files": {"create": ["hello.txt"]},
+    "acceptance": [{"criterion": "hello.txt says hello", "check": "grep -q hello hello.txt"}],
+    "timeout": 120,
+}
+
+
+def need(cli: str) -> None:
+    if installed(cli) is None:
+        pytest.skip(
+            f"the real {cli} CLI is not installed: .ci/run installs the pinned releases"
+            " (.ci/clis.txt) into .clis/"
+        )
+
+
+@contextlib.contextmanager
+def fake_api(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str, key: str = "sk-fake",
+    **script: Any,
+) -> Iterator[Running]:  # fmt: skip
+    """The fake API serving ``script``, and this test's environment pointing ``cli`` at it."""
+    need(cli)
+    gen = serve(Script(root=str(pytester.path), **script))
+    running = next(gen)
+    try:
+        home = pytester.path.parent / f"{pytester.path.name}-home"
+        for name, value in environment(cli, home, running.url, key).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("IS_SANDBOX", raising=False)  # the suite's own, for the stand-ins
+        if cli == "claude" and os.geteuid() == 0:
+            monkeypatch.setenv("IS_SANDBOX", "1")  # as a user trusting this container would
+        yield running
+    finally:
+        gen.close()
+
+
+def run(pytester: pytest.Pytester, cli: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", f"--maestro-runtime={cli}", "--maestro-autonomous", *extra,
+        timeout=300,
+    )  # fmt: skip
+
+
+def phase_state(pytester: pytest.Pytester) -> Any:
+    [snapshot] = (pytester.path / ".maestro").glob("plan-*.md")
+    return read_session(snapshot).phases["hello"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_phase_passes_with_its_file_in_the_root_and_its_tokens_recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
+) -> None:
+    with fake_api(pytester, monkeypatch, cli) as api:
+        write_plan(pytester, [{**HELLO, "max_retries": 0}])
+        started = time.monotonic()
+        result = run(pytester, cli)
+    print(f"{cli} {pinned(cli)}: {time.monotonic() - started:.1f}s, {len(api.api.seen)} requests")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert (pytester.path / "hello.txt").read_text().strip() == "hello"
+    tokens = phase_state(pytester).tokens
+    print(f"{cli} tokens {tokens}")
+    if cli != "copilot":  # its events carry no token counts
+        assert tokens.input > 0 and tokens.output > 0, tokens
+
+
+# Flags a CLI accepts though its --help leaves them out (each used by a test below).
+HIDDEN = {"claude": {"--max-turns"}}
+
+
+def help_text(cli: str) -> str:
+    sub = {"codex": ["exec"], "opencode": ["run"]}.get(cli, [])
+    found = installed(cli)
+    assert found is not None
+    done = subprocess.run(
+        [found, *sub, "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_every_flag_a_runtime_passes_is_in_the_clis_help(cli: str, tmp_path: Path) -> None:
+    need(cli)
+    runtime = next(r for r in BUILTIN_RUNTIMES if r.name == cli)
+    assert isinstance(runtime, CliRuntime)
+    text = help_text(cli)
+    agent = Agent("a", "", max_turns=3)
+    for autonomous in (True, False):
+        request = AgentRequest(
+            Phase("p", "P"), "x", 1, tmp_path, {}, 60, tmp_path / "p.log", agent, "m",
+            autonomous, budget_usd=1.0,
+        )  # fmt: skip
+        argv = runtime.argv(request, tmp_path / "p.md")
+        flags = [a.split("=")[0] for a in argv[1:] if a.startswith("-") and a != "-"]
+        missing = [f for f in flags if f not in text and f not in HIDDEN.get(cli, ())]
+        assert not missing, f"{cli} --help names none of {missing}: {json.dumps(argv)}"
+
+
+# How each CLI is left without access, and the words it then says (observed).
+NO_ACCESS = {
+    "claude": ({"key": ""}, "Not logged in"),
+    "codex": ({"unauthorized": True}, "401 Unauthorized"),
+    "gemini": ({"key": ""}, "GEMINI_API_KEY"),
+    "opencode": ({"unauthorized": True}, "invalid x-api-key"),
+    "copilot": ({"offline": False}, "No authentication information found"),
+}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_no_credentials_blocks_the_phase_in_seconds_with_the_cli_s_words(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
+) -> None:
+    how, words = NO_ACCESS[cli]
+    key = str(how.get("key", "sk-fake"))
+    script = {k: v for k, v in how.items() if k == "unauthorized"}
+    for name in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with fake_api(pytester, monkeypatch, cli, key, **script):
+        if how.get("offline") is False:
+            for name in ("COPILOT_OFFLINE", "COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE"):
+                monkeypatch.delenv(name)
+        write_plan(pytester, [{**HELLO, "max_retries": 2}])
+        started = time.monotonic()
+        result = run(pytester, cli)
+    took = time.monotonic() - started
+    print(f"{cli}: blocked in {took:.1f}s")
+    output = result.stdout.str()
+    assert "blocked" in output and words in output, output[-3000:]
+    assert "attempt 2" not in output  # no retry spent
+    assert took < 90
+
+
+def test_claude_as_root_without_a_sandbox_is_blocked_saying_how_to_allow_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("claude refuses only as root")
+    with fake_api(pytester, monkeypatch, "claude"):
+        monkeypatch.delenv("IS_SANDBOX")
+        write_plan(pytester, [HELLO])
+        result = run(pytester, "claude")
+    output = result.stdout.str()
+    assert "cannot be used with root/sudo privileges" in output, output[-3000:]
+    assert "IS_SANDBOX=1" in output and "attempt 2" not in output
+
+
+def test_a_rate_limit_from_the_api_reaches_this_tool_s_backoff_claude(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # claude's own retries are bounded (CLAUDE_CODE_MAX_RETRIES=2): three 429s end its first call.
+    with fake_api(pytester, monkeypatch, "claude", limited=3) as api:
+        write_plan(pytester, [{**HELLO, "max_retries": 0}])
+        result = run(pytester, "claude")
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    assert "for a rate limit" in output
+    assert len(api.api.seen) >= 5
+
+
+def test_codex_without_a_network_is_blocked_at_once_not_at_the_timeout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_api(pytester, monkeypatch, "codex") as api:
+        config = Path(os.environ["CODEX_HOME"]) / "config.toml"
+        config.write_text(config.read_text().replace(api.url, "http://127.0.0.1:9"))  # closed
+        write_plan(pytester, [{**HELLO, "timeout": 300}])
+        started = time.monotonic()
+        result = run(pytester, "codex")
+    took = time.monotonic() - started
+    output = result.stdout.str()
+    print(f"codex without a network: {took:.1f}s")
+    assert "blocked" in output and "Reconnecting" in output, output[-3000:]
+    assert took < 60
+
+
+def test_a_write_claude_denies_is_named_in_the_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only phase needs no consent: claude runs under dontAsk, and the fake model's Write
+    # is denied. The CLI exits 0 with is_error false; the denial is in permission_denials.
+    with fake_api(pytester, monkeypatch, "claude"):
+        (pytester.path / "notes.md").write_text("notes\n")
+        reading = {k: v for k, v in HELLO.items() if k not in ("files", "acceptance")}
+        write_plan(pytester, [{**reading, "reads": ["notes.md"], "max_retries": 0}])
+        result = pytester.runpytest_subprocess(
+            "--maestro", "plan.yaml", "--maestro-runtime=claude", timeout=300
+        )
+    output = result.stdout.str()
+    assert "permission denied: Write" in output and "hello.txt" in output, output[-3000:]
+    assert not (pytester.path / "hello.txt").exists()

@@ -1,0 +1,294 @@
+"""The three wire formats of the fake model APIs: what a request is, and how to answer it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Protocol
+
+
+class _Script(Protocol):
+    path: str
+    content: str
+    final: str
+    root: str
+    tokens: tuple[int, int, int]
+
+
+def kind(path: str) -> str | None:
+    """Which API a request path belongs to: anthropic, openai, gemini, or none faked."""
+    if path.split("?")[0].endswith("/messages"):
+        return "anthropic"
+    if path.split("?")[0].endswith("/responses"):
+        return "openai"
+    if "generatecontent" in path.lower():
+        return "gemini"
+    return None
+
+
+def error(api: str, status: int, message: str) -> tuple[int, str, bytes]:
+    if api == "anthropic":
+        kind_ = "rate_limit_error" if status == 429 else "authentication_error"
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind_, "message": message}}
+    elif api == "openai":
+        body = {"error": {"message": message, "type": "rate_limit_exceeded", "code": None}}
+    else:
+        state = "RESOURCE_EXHAUSTED" if status == 429 else "UNAUTHENTICATED"
+        body = {"error": {"code": status, "message": message, "status": state}}
+    return status, "application/json", json.dumps(body).encode()
+
+
+def reply(api: str, path: str, body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
+    if api == "anthropic":
+        return _anthropic(body, script)
+    if api == "openai":
+        return _openai(body, script)
+    return _gemini(path, body, script)
+
+
+def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
+    out = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        out.append(f"{head}data: {json.dumps(data)}\n\n")
+    return "".join(out).encode()
+
+
+def _abs(script: _Script) -> str:
+    return f"{script.root.rstrip('/')}/{script.path}"
+
+
+# --- Anthropic Messages ------------------------------------------------------------------------
+
+
+def _anthropic_step(body: dict[str, Any], script: _Script) -> list[dict[str, Any]]:
+    """The content blocks of the answer."""
+    tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    messages = body.get("messages") or []
+    last = messages[-1].get("content") if messages else None
+    answered = isinstance(last, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in last
+    )
+    if not tools:
+        return [{"type": "text", "text": "Hello file"}]
+    if answered:
+        return [{"type": "text", "text": script.final}]
+    for name, args in (
+        ("Write", {"file_path": _abs(script), "content": script.content}),
+        ("write", {"filePath": _abs(script), "content": script.content}),
+        ("create", {"path": _abs(script), "file_text": script.content}),
+    ):
+        if name in tools:
+            return [{"type": "tool_use", "id": "toolu_01", "name": name, "input": args}]
+    return [{"type": "text", "text": f"no write tool among {tools}"}]
+
+
+def _anthropic(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
+    blocks = _anthropic_step(body, script)
+    tin, tout, cached = script.tokens
+    stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
+    usage = {
+        "input_tokens": tin,
+        "output_tokens": tout,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+    }
+    message = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude"),
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    if not body.get("stream"):
+        return 200, "application/json", json.dumps(message).encode()
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str | None, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            empty, delta = (
+                {"type": "text", "text": ""},
+                {"type": "text_delta", "text": block["text"]},
+            )
+        else:
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": empty},
+            ),
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    events += [
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": tout},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return 200, "text/event-stream", _sse(events)
+
+
+# --- OpenAI Responses --------------------------------------------------------------------------
+
+
+def _openai_item(body: dict[str, Any], script: _Script) -> dict[str, Any]:
+    items = body.get("input") or []
+    answered = any(
+        isinstance(i, dict) and str(i.get("type", "")).endswith("call_output") for i in items
+    )
+    tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
+    if answered or not tools:
+        text = script.final if answered else "ok"
+        return {
+            "type": "message",
+            "id": "msg_01",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    if "apply_patch" in tools:
+        lines = "".join(f"+{line}\n" for line in script.content.splitlines())
+        patch = f"*** Begin Patch\n*** Add File: {script.path}\n{lines}*** End Patch\n"
+        if tools["apply_patch"].get("type") == "custom":
+            return {
+                "type": "custom_tool_call",
+                "id": "ctc_01",
+                "call_id": "call_01",
+                "name": "apply_patch",
+                "input": patch,
+                "status": "completed",
+            }
+        args = json.dumps({"input": patch})
+    else:
+        lines = " ".join(shlex.quote(line) for line in script.content.splitlines())
+        command = f"printf '%s\\n' {lines} > {shlex.quote(script.path)}"
+        name = "exec_command" if "exec_command" in tools else "shell"
+        args = json.dumps({"cmd": command} if name == "exec_command" else {"command": command})
+        return {
+            "type": "function_call",
+            "id": "fc_01",
+            "call_id": "call_01",
+            "name": name,
+            "arguments": args,
+            "status": "completed",
+        }
+    return {
+        "type": "function_call",
+        "id": "fc_01",
+        "call_id": "call_01",
+        "name": "apply_patch",
+        "arguments": args,
+        "status": "completed",
+    }
+
+
+def _openai(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
+    item = _openai_item(body, script)
+    tin, tout, cached = script.tokens
+    usage = {
+        "input_tokens": tin,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": tout,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tin + tout,
+    }
+    base = {"id": "resp_01", "object": "response", "model": body.get("model", "gpt")}
+    events: list[tuple[str | None, dict[str, Any]]] = [
+        (
+            "response.created",
+            {
+                "type": "response.created",
+                "response": {**base, "status": "in_progress", "output": []},
+            },
+        ),
+        (
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+        ),
+    ]
+    if item["type"] == "message":
+        text = item["content"][0]["text"]
+        events.append(
+            (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": text,
+                },
+            )
+        )
+    done = {**base, "status": "completed", "output": [item], "usage": usage}
+    events += [
+        (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ),
+        ("response.completed", {"type": "response.completed", "response": done}),
+    ]
+    return 200, "text/event-stream", _sse(events)
+
+
+# --- Gemini ------------------------------------------------------------------------------------
+
+
+def _gemini_parts(body: dict[str, Any], script: _Script) -> list[dict[str, Any]]:
+    contents = body.get("contents") or []
+    parts = contents[-1].get("parts") if contents else []
+    answered = any(isinstance(p, dict) and "functionResponse" in p for p in parts or [])
+    names = [
+        d.get("name")
+        for t in body.get("tools") or []
+        for d in (t.get("functionDeclarations") or [] if isinstance(t, dict) else [])
+    ]
+    config = body.get("generationConfig") or {}
+    if not names:
+        if config.get("responseMimeType") == "application/json":
+            return [{"text": json.dumps({"reasoning": "done", "next_speaker": "user"})}]
+        return [{"text": "ok"}]
+    if answered:
+        return [{"text": script.final}]
+    if "write_file" in names:
+        args = {"file_path": _abs(script), "content": script.content}
+        return [{"functionCall": {"name": "write_file", "args": args}}]
+    return [{"text": f"no write tool among {names}"}]
+
+
+def _gemini(path: str, body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
+    tin, tout, cached = script.tokens
+    chunk = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": _gemini_parts(body, script)},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": tin,
+            "candidatesTokenCount": tout,
+            "cachedContentTokenCount": cached,
+            "totalTokenCount": tin + tout,
+        },
+        "modelVersion": "gemini-2.5-flash",
+    }
+    if "streamGenerateContent" in path:
+        return 200, "text/event-stream", _sse([(None, chunk)])
+    return 200, "application/json", json.dumps(chunk).encode()
