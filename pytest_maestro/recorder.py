@@ -17,7 +17,6 @@ from .run_report import session_report
 from .runner import preimage_path, replaced_dir
 from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
 from .state.journal import fsync_dir
-from .state.model import now
 from .texts import last_line
 
 # Seconds between two rewrites of the session file while the run changes it.
@@ -45,13 +44,12 @@ class Recorder:
             )
         for record in left:
             end_groups(record.groups)
-        stamp = now().replace(":", "").replace("-", "")
         self.restored: list[Restored] = []
         self.unwritable: str | None = None
         for phase in store.interrupted:
             before = FileSnapshot.load(root, preimage_path(log_dir, phase.id))
             if before is not None:  # none: the phase had changed nothing yet
-                keep = replaced_dir(log_dir, phase.id, f"interrupted-{stamp}")
+                keep = replaced_dir(log_dir, phase.id, "interrupted")
                 self.restored += before.restore(keep)
         # Dropped only now: a run killed before this point reads them again.
         for record in left:

@@ -5,11 +5,13 @@ See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .agent_call import call_agent
@@ -66,8 +68,18 @@ def preimage_path(log_dir: Path, phase_id: str) -> Path:
 
 
 def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
-    """Where a restore moves what it replaces: ``why`` is the attempt or the interrupted run."""
-    return log_dir.parent / "replaced" / file_stem(phase_id) / why
+    """A directory, not there yet, that no other call names, in this run or any other: where a
+    restore keeps what it replaces. Its name says when (UTC), which process, and ``why`` (the
+    attempt, an interrupted run, a merge), so names sort by time."""
+    base = log_dir.parent / "replaced" / file_stem(phase_id)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    while True:  # the process and its counter set it apart from any name made at that moment
+        path = base / f"{stamp}-{os.getpid()}-{next(_REPLACED)}-{why}"
+        if not os.path.lexists(path):
+            return path
+
+
+_REPLACED = itertools.count(1)  # replaced_dir's names within one process
 
 
 class PhaseRunner:
