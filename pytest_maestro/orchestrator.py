@@ -103,7 +103,10 @@ class Orchestrator:
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run
-            self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
+            self.notes += [
+                f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
+                for pid, r in recorder.restored
+            ]
             recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
             if self.isolation is not None:
                 kept = self.isolation.start()

@@ -290,8 +290,9 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     assert (root / "data.txt").read_text() == "the user's edit\nhalf\ndone\n"
     [kept] = (root / ".maestro" / "replaced" / "edit").glob("*-interrupted/data.txt")
     assert kept.read_text() == "the user's edit\nhalf\n"
-    assert "after a killed run: restored data.txt (the content it replaced is kept at" in (
-        result.stdout
+    assert (
+        "after a killed run: phase 'edit': restored data.txt (the content it replaced is kept at"
+        in (result.stdout)
     )
 
 

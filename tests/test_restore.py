@@ -4,15 +4,23 @@ changes nothing and says so in one line."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from pytest_maestro.leftovers import read_running_record
 from pytest_maestro.runner import replaced_dir
 
 from .helpers import git_repo, write_plan
+from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
+from .test_disk_full import on_small_disk
 
 KEPT = re.compile(r"kept at (\S+?)\)?$", re.M)
 
@@ -60,3 +68,104 @@ def test_replaced_dir_never_names_one_place_twice(tmp_path: Path) -> None:
     assert second != first and not second.exists()
     assert first.parent == second.parent == tmp_path / ".maestro" / "replaced" / "p"
     assert first.name.endswith("-merge") and re.match(r"\d{8}T\d{6}", first.name)
+
+
+def _kill_once_started(root: Path) -> None:
+    """Run the plan, SIGKILL pytest's process group once the phase has started and its runner
+    has recorded the command's group (the next run ends that group, then restores)."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    records = root / ".maestro" / "logs"
+    while time.monotonic() < deadline and not (
+        (root / "started").exists()
+        and any(read_running_record(path).groups for path in records.glob("*.running"))
+    ):
+        time.sleep(0.02)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+
+
+def _made_a_folder(root: Path) -> str:
+    (root / "sub" / "data.txt").unlink()
+    (root / "sub" / "data.txt").mkdir()
+    (root / "sub" / "data.txt" / "mine.txt").write_text("the user's new file\n")
+    return "it is now a directory"
+
+
+def _folder_linked_out(root: Path) -> str:
+    outside = root.parent / f"{root.name}-outside"
+    (root / "sub").rename(outside)
+    (root / "sub").symlink_to(outside)
+    (outside / "data.txt").write_text("the user's file out of the root\n")
+    return "it now leads outside the project root"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", [_made_a_folder, _folder_linked_out], ids=["folder", "link"])
+def test_a_declared_file_the_user_changed_in_kind_after_a_kill_is_left_and_named(
+    pytester: pytest.Pytester, change: Callable[[Path], str]
+) -> None:
+    root = pytester.path
+    (root / "sub").mkdir()
+    (root / "sub" / "data.txt").write_text("the user's edit\n")
+    run = ["echo half >> sub/data.txt && touch started && sleep 30", "echo done >> sub/data.txt"]
+    write_plan(pytester, [{"id": "edit", "run": run, "files": ["sub/data.txt"], "max_retries": 0}])
+    _kill_once_started(root)
+    (root / "started").unlink()
+    why = change(root)
+    new = {p: p.read_bytes() for p in (root / "sub").resolve().rglob("*") if p.is_file()}
+    again = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = again.stdout + again.stderr
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    assert again.returncode == pytest.ExitCode.TESTS_FAILED, out  # the run went on
+    [line] = [line for line in out.splitlines() if "not put back sub/data.txt" in line]
+    assert line.startswith("after a killed run: phase 'edit': not put back sub/data.txt: ")
+    assert why in line
+    where = KEPT.search(line)
+    assert where is not None, line
+    assert (root / where.group(1)).read_text() == "the user's edit\n"  # as before the phase
+    assert {p: p.read_bytes() for p in new} == new  # the user's new content, as they left it
+    assert not list(root.parent.rglob("*.maestro-restore*"))
+
+
+PUT_BACK_ON_A_FULL_DISK = """
+import json
+from pathlib import Path
+from pytest_maestro.files import FileSnapshot
+
+root = Path("root")
+root.mkdir()
+(root / "a.txt").write_text("a now\\n")
+(root / "b.txt").write_text("b now\\n")
+before = FileSnapshot(root, (("a.txt", b"a before\\n"), ("b.txt", b"x" * 400_000)))
+try:
+    before.restore(Path("keep"))
+    error = None
+except Exception as exc:
+    error = f"{type(exc).__name__}: {exc}"
+print(json.dumps({
+    "error": error,
+    "files": {p.name: p.read_text()[:20] for p in sorted(root.iterdir())},
+}))
+"""
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs Linux user and mount namespaces")
+def test_a_restore_the_disk_cannot_finish_changes_nothing(tmp_path: Path) -> None:
+    # The second file's content does not fit: the first must not have been put back alone,
+    # and no staged file may be left beside them.
+    seen = on_small_disk(tmp_path, PUT_BACK_ON_A_FULL_DISK, size="200k")
+    assert seen["files"] == {"a.txt": "a now\n", "b.txt": "b now\n"}
+    assert seen["error"].startswith("RestoreError: cannot put back b.txt: No space left on device")
