@@ -29,6 +29,7 @@ class Restored:
     path: str
     kept: Path | None
     left: str | None = None
+    removed: bool = False  # absent before the phase: the file it made is gone again
 
     def line(self, cwd: Path) -> str:
         if self.left is not None:
@@ -36,9 +37,10 @@ class Restored:
             if self.kept is None:  # it was absent before the phase
                 return line
             return f"{line} (its content from before the phase is kept at {shown(self.kept, cwd)})"
+        what = f"removed {self.path}, absent before" if self.removed else f"restored {self.path}"
         if self.kept is None:
-            return f"restored {self.path}"
-        return f"restored {self.path} (the content it replaced is kept at {shown(self.kept, cwd)})"
+            return what
+        return f"{what} (the content it replaced is kept at {shown(self.kept, cwd)})"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,12 @@ def put_back(root: Path, contents: Contents, keep: Path) -> list[Restored]:
             steps.append(_Step(relative, target, content, os.path.lexists(target)))
     staged = _stage(steps, keep)
     _commit(steps, staged, keep)
-    return [*done, *(Restored(s.relative, keep / s.relative if s.present else None) for s in steps)]
+    return [*done, *(_restored(step, keep) for step in steps)]
+
+
+def _restored(step: _Step, keep: Path) -> Restored:
+    kept = keep / step.relative if step.present else None
+    return Restored(step.relative, kept, removed=step.content is None)
 
 
 def read(path: Path) -> bytes | None:

@@ -26,7 +26,9 @@ from .merge import merge_back, scope
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .plan import Phase, Plan
 from .process import LOG_LIMIT, PhaseLog, run_process
+from .putback import Restored, RestoreError
 from .runtimes import AgentRequest, AgentResult, Runtime
+from .texts import shown
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,18 @@ def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
 _REPLACED = itertools.count(1)  # replaced_dir's names within one process
 
 
+def _keep_preimage(log_dir: Path, phase_id: str) -> Path | None:
+    """The phase's pre-images moved where no run overwrites them (a rename: no space needed)."""
+    preimage = preimage_path(log_dir, phase_id)
+    kept = replaced_dir(log_dir, phase_id, "pre-images") / preimage.name
+    try:
+        kept.parent.mkdir(parents=True)
+        os.replace(preimage, kept)
+    except OSError:
+        return None
+    return kept
+
+
 class PhaseRunner:
     def __init__(self, config: RunConfig, runtime: Runtime, prompt: PromptBuilder) -> None:
         self.config = config
@@ -128,11 +142,32 @@ class PhaseRunner:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
         preimage = preimage_path(cfg.log_dir, phase.id)
-        if before.contents and cfg.isolation is None:  # a worktree is thrown away, not restored
+        restores = cfg.isolation is None  # a worktree is thrown away, not restored
+        if before.contents and restores:
             before.save(preimage)
         else:  # none of its declared files exists yet: an earlier run's are not to be put back
             preimage.unlink(missing_ok=True)
+        outcome = self._attempts(phase, out, before, tell, retries, restores)
+        if outcome.ok or not restores or outcome.not_put_back or not before.contents:
+            return outcome
+        # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
+        last = max(attempt.number for attempt in outcome.attempts)
+        put, error = self._put_back(phase, before, f"attempt-{last}", out)
+        return replace(outcome, put_back=put, not_put_back=error)
+
+    def _attempts(
+        self,
+        phase: Phase,
+        out: PhaseLog,
+        before: FileSnapshot,
+        tell: _Teller,
+        retries: int,
+        restores: bool,
+    ) -> PhaseOutcome:
+        """Up to ``1 + retries`` attempts; before each retry, the declared files put back."""
+        cfg, started = self.config, tell.started
         attempts: list[Attempt] = []
+        status = "failed"
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
@@ -140,9 +175,17 @@ class PhaseRunner:
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
                 tell(RETRY, number, attempts[-1].problem)
-                keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
-                for restored in before.restore(keep):
-                    out.write_line(f"--- {restored.line(self.root)}")
+                _, error = self._put_back(phase, before, f"attempt-{number - 1}", out)
+                if error is not None:  # the next attempt would start from half-done files
+                    return PhaseOutcome(
+                        phase.id,
+                        "failed",
+                        tuple(attempts),
+                        out.path,
+                        started,
+                        time.time(),
+                        not_put_back=error,
+                    )
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
             attempt = self._attempt(phase, number, previous, out, before, tell)
@@ -150,11 +193,41 @@ class PhaseRunner:
             if attempt.ok:
                 unverified = cfg.agent_cli and not attempt.checked
                 return PhaseOutcome(
-                    phase.id, "completed", tuple(attempts), log, started, time.time(), unverified
+                    phase.id,
+                    "completed",
+                    tuple(attempts),
+                    out.path,
+                    started,
+                    time.time(),
+                    unverified,
                 )
             if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
-                return PhaseOutcome(phase.id, "blocked", tuple(attempts), log, started, time.time())
-        return PhaseOutcome(phase.id, "failed", tuple(attempts), log, started, time.time())
+                status = "blocked"
+                break
+        return PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
+
+    def _put_back(
+        self, phase: Phase, before: FileSnapshot, why: str, out: PhaseLog
+    ) -> tuple[tuple[Restored, ...], str | None]:
+        """The declared files put back, each line in the log; or why they could not be, with
+        the pre-images moved to a name no run reuses: the next run of the phase saves its own."""
+        cfg = self.config
+        restored: tuple[Restored, ...] = ()
+        error: str | None = None
+        try:
+            restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
+        except RestoreError as exc:
+            error = str(exc)
+            moved = _keep_preimage(cfg.log_dir, phase.id)
+            if moved is not None:
+                error += f"; its files from before the phase are in {shown(moved, self.root)}"
+        lines = (
+            [r.line(self.root) for r in restored] if error is None else [f"not put back: {error}"]
+        )
+        with contextlib.suppress(OSError):  # a full disk: the report still says it
+            for line in lines:
+                out.write_line(f"--- {line}")
+        return restored, error
 
     def _isolated(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
         """The phase in a worktree of its own; then its result merged back, or kept."""

@@ -42,6 +42,51 @@ def _always_fails(pytester: pytest.Pytester, run: str, **fields: object) -> None
     write_plan(pytester, [phase])
 
 
+def test_a_failed_phase_ends_with_its_files_as_before_and_its_last_output_kept_and_named(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path
+    data = _user_edit(root)
+    run = "echo attempt$MAESTRO_ATTEMPT >> data.txt; echo new$MAESTRO_ATTEMPT > made.txt"
+    _always_fails(pytester, run, files={"modify": ["data.txt"], "create": ["made.txt"]})
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    assert data.read_text() == "the user's edit\n"  # not attempt 2's output, nor git's
+    assert not (root / "made.txt").exists()
+    assert not list((root / ".maestro" / "preimages").glob("*"))  # dropped once files are back
+    log = (root / ".maestro" / "logs" / "edit.log").read_text()
+    kept = {Path(where).name: root / where for where in KEPT.findall(log.split("=== attempt 2")[1])}
+    assert kept["data.txt"].read_text() == "the user's edit\nattempt2\n"
+    assert kept["made.txt"].read_text() == "new2\n"
+    assert "attempt-2" in kept["data.txt"].parent.name
+    report = result.stdout.str()
+    assert "its declared files were put back as they were before it began" in report
+    assert f"kept at {kept['data.txt'].relative_to(root)}" in report
+
+
+def test_a_file_the_phase_made_a_folder_keeps_the_user_s_edit_and_says_where(
+    pytester: pytest.Pytester,
+) -> None:
+    # The pre-image is the only copy of the user's edit: it must outlive the phase even when
+    # the file cannot be put back, and the report must say where it went.
+    root = pytester.path
+    _user_edit(root)
+    _always_fails(
+        pytester, "rm data.txt; mkdir data.txt; touch data.txt/inside", files=["data.txt"]
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert (root / "data.txt" / "inside").exists()  # a folder is never replaced
+    [line] = [line for line in out.splitlines() if "not put back data.txt" in line]
+    assert "it is now a directory" in line
+    where = KEPT.search(line)
+    assert where is not None, line
+    assert (root / where.group(1)).read_text() == "the user's edit\n"
+    assert not list(root.rglob("*.maestro-restore*"))
+
+
 def test_no_run_overwrites_what_an_earlier_run_kept(pytester: pytest.Pytester) -> None:
     # Each attempt writes something unique; every restore keeps what it replaces. After two runs
     # of the failing phase, everything any restore kept is still there, each in its own place.
@@ -53,10 +98,10 @@ def test_no_run_overwrites_what_an_earlier_run_kept(pytester: pytest.Pytester) -
         pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(failed=1)
         log = (root / ".maestro" / "logs" / "edit.log").read_text()
         named += [root / where for where in KEPT.findall(log)]
-    assert len(named) == 2  # a restore a run, before attempt 2
-    assert len(set(named)) == 2
+    assert len(named) == 4  # two restores a run: before attempt 2, after it
+    assert len(set(named)) == 4
     contents = [path.read_text() for path in named]
-    assert len(set(contents)) == 2, contents
+    assert len(set(contents)) == 4, contents
     assert all(path.is_relative_to(root / ".maestro" / "replaced" / "edit") for path in named)
 
 
@@ -169,3 +214,51 @@ def test_a_restore_the_disk_cannot_finish_changes_nothing(tmp_path: Path) -> Non
     seen = on_small_disk(tmp_path, PUT_BACK_ON_A_FULL_DISK, size="200k")
     assert seen["files"] == {"a.txt": "a now\n", "b.txt": "b now\n"}
     assert seen["error"].startswith("RestoreError: cannot put back b.txt: No space left on device")
+
+
+RETRY_ON_A_FULL_DISK = """
+import json, subprocess, sys, tarfile
+from pathlib import Path
+
+Path("data.txt").write_text("the user's edit\\n")
+Path("plan.yaml").write_text('''
+phases:
+  - id: edit
+    files: [data.txt]
+    run: ["head -c 200000 /dev/urandom > data.txt; head -c 9000000 /dev/zero > fill; true"]
+    acceptance: [{criterion: never passes, check: "false"}]
+    max_retries: 1
+''')
+done = subprocess.run(
+    [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"],
+    capture_output=True, text=True,
+)
+kept = sorted(Path(".maestro/replaced/edit").glob("*-pre-images/edit.tar"))
+before = None
+if kept:
+    with tarfile.open(kept[0]) as tar:
+        before = tar.extractfile("files/0").read().decode()
+print(json.dumps({
+    "code": done.returncode, "out": done.stdout + done.stderr,
+    "data": Path("data.txt").stat().st_size, "before": before,
+    "staged": [str(p) for p in Path(".").rglob("*.maestro-restore*")],
+}))
+"""
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs Linux user and mount namespaces")
+def test_a_retry_the_disk_cannot_restore_for_ends_the_phase_and_keeps_its_pre_images(
+    tmp_path: Path,
+) -> None:
+    # No second attempt on half-done files, nothing half put back, and the pre-images (the only
+    # copy of the user's edit) moved where no later run overwrites them, and named.
+    seen = on_small_disk(tmp_path, RETRY_ON_A_FULL_DISK, size="1m")
+    out = seen["out"]
+    assert seen["code"] == 1 and "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "failed after 1 attempt" in out
+    assert "its declared files were not put back: cannot " in out
+    assert "No space left on device" in out
+    assert seen["data"] == 200000  # as the attempt left it: not half put back
+    assert seen["before"] == "the user's edit\n"
+    assert re.search(r"are in \.maestro/replaced/edit/\S+-pre-images/edit\.tar", out), out
+    assert seen["staged"] == []
