@@ -26,6 +26,7 @@ from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
+from .plan.paths import real_paths
 from .process import KILL_GRACE
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
@@ -58,8 +59,10 @@ class Orchestrator:
         self.settings = settings
         self.plan = plan
         self.plan_path = plan.path.resolve()
-        self.graph = PlanGraph(plan)
         self.root = root
+        # Symlinks inside the root resolved: two names of one file are one to the scheduler.
+        declared = (path for phase in plan.phases for path in (*phase.files.all(), *phase.reads))
+        self.graph = PlanGraph(plan, aliases=real_paths(root, declared))
         self.state_dir = root / settings.state_dir
         self.log_dir = self.state_dir / "logs"
         self.paths = SessionPaths.for_plan(self.state_dir, plan, root)  # the session's files
