@@ -113,24 +113,33 @@ def file_stem(phase_id: str) -> str:
 
 
 def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
-    """Declared ``create`` files must exist; declared ``modify`` files must have changed."""
-    problems = [
-        f"declared file {p!r} was not created"
-        for p in phase.files.create
-        if not inside(root, p).exists()
-    ]
-    dirty = git_dirty(root, phase.files.modify) if phase.files.modify else set()
+    """Declared ``create`` files must exist; declared ``modify`` files must have changed; and
+    none may now lead out of the root (a folder the attempt replaced by a symlink)."""
+    out = {p for p in phase.files.all() if _outside(root, p)}
+    problems = [f"declared file {p!r} now leads outside the project root" for p in sorted(out)]
+    files = phase.files
+    create, modify = (tuple(p for p in ps if p not in out) for ps in (files.create, files.modify))
+    problems += [f"declared file {p!r} was not created" for p in create if not (root / p).exists()]
+    dirty = git_dirty(root, modify) if modify else set()
     problems += [
         f"declared file {p!r} was not modified"
-        for p in phase.files.modify
-        if not before.changed(p) and p not in dirty and not inside(root, p).is_dir()
+        for p in modify
+        if not before.changed(p) and p not in dirty and not (root / p).is_dir()
     ]
     problems += [
         f"declared file {p!r} was not deleted"
         for p in phase.files.delete
-        if inside(root, p).exists()
+        if p not in out and (root / p).exists()
     ]
     return problems
+
+
+def _outside(root: Path, relative: str) -> bool:
+    try:
+        inside(root, relative)
+    except OutsideRoot:
+        return True
+    return False
 
 
 def git_dirty(root: Path, paths: tuple[str, ...]) -> set[str]:

@@ -17,8 +17,9 @@ from .texts import os_error_text, shown
 Contents = tuple[tuple[str, bytes | None], ...]  # declared path -> its content (None: absent)
 
 
-class RestoreError(Exception):
-    """A restore that could not be done as a whole: nothing of it was written."""
+class RestoreError(OSError):
+    """A restore that could not be done as a whole: nothing of it was written. An OSError, so
+    that what catches a disk's errors catches this one too."""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,27 @@ def test_a_file_the_phase_made_a_folder_keeps_the_user_s_edit_and_says_where(
     assert not list(root.rglob("*.maestro-restore*"))
 
 
+def test_a_phase_that_links_its_folder_out_of_the_root_fails_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path / "project"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "data.txt").write_text("the user's edit\n")
+    move = "mv sub ../moved && ln -s ../moved sub"
+    plan = root / "plan.yaml"
+    plan.write_text(
+        f"phases: [{{id: edit, files: [sub/data.txt], max_retries: 0, run: ['{move}']}}]\n"
+    )
+    result = pytester.runpytest("--maestro", str(plan), "--maestro-root", str(root))
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "OutsideRoot" not in out, out
+    assert "attempt 1: declared file 'sub/data.txt' now leads outside the project root" in out
+    assert (pytester.path / "moved" / "data.txt").read_text() == "the user's edit\n"
+    [kept] = (root / ".maestro" / "replaced" / "edit").glob("*-attempt-1/sub/data.txt")
+    assert kept.read_text() == "the user's edit\n"
+
+
 def test_no_run_overwrites_what_an_earlier_run_kept(pytester: pytest.Pytester) -> None:
     # Each attempt writes something unique; every restore keeps what it replaces. After two runs
     # of the failing phase, everything any restore kept is still there, each in its own place.
