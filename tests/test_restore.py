@@ -283,3 +283,36 @@ def test_a_retry_the_disk_cannot_restore_for_ends_the_phase_and_keeps_its_pre_im
     assert seen["before"] == "the user's edit\n"
     assert re.search(r"are in \.maestro/replaced/edit/\S+-pre-images/edit\.tar", out), out
     assert seen["staged"] == []
+
+
+@pytest.mark.slow
+def test_a_killed_run_s_restore_that_cannot_be_done_stops_the_next_run_and_is_done_later(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path
+    (root / "sub").mkdir()
+    (root / "sub" / "data.txt").write_text("the user's edit\n")
+    run = [
+        "echo half >> sub/data.txt && touch started && if rm first; then sleep 30; fi",
+        "echo done >> sub/data.txt",
+    ]
+    write_plan(pytester, [{"id": "edit", "run": run, "files": ["sub/data.txt"], "max_retries": 0}])
+    (root / "first").touch()  # the killed run's attempt waits to be killed; the last one not
+    _kill_once_started(root)
+    (root / "started").unlink()
+    blocker = root / ".maestro" / "replaced" / "edit"  # where it must keep what it replaces
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a folder\n")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"]
+    stopped = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
+    out = stopped.stdout + stopped.stderr
+    assert stopped.returncode == pytest.ExitCode.USAGE_ERROR, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "phase 'edit', left half-done by a killed run: cannot put back sub/data.txt" in out
+    assert (root / "sub" / "data.txt").read_text() == "the user's edit\nhalf\n"  # untouched
+    assert not list(root.rglob("*.maestro-restore*"))
+    blocker.unlink()
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (root / "sub" / "data.txt").read_text() == "the user's edit\nhalf\ndone\n"
+    assert "after a killed run: phase 'edit': restored sub/data.txt" in done.stdout
