@@ -12,10 +12,10 @@ from typing import Any
 from .facts import PhaseFacts, SkipKind
 from .files import FileSnapshot
 from .leftovers import end_groups, read_running_record, running_records
+from .places import preimage_path, replaced_dir
 from .plan import Phase, Plan
 from .putback import Restored, RestoreError
 from .run_report import session_report
-from .runner import preimage_path, replaced_dir
 from .state import Interrupted, SessionStore, SessionUnwritable, StateError, Status, Tokens
 from .state.journal import fsync_dir
 from .texts import last_line

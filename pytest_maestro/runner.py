@@ -5,25 +5,25 @@ See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
-from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
-from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
+from .events import RETRY, STARTED, WAITING, Progress, Teller
+from .files import FileSnapshot, OutsideRoot, file_problems
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
 from .leftovers import ATTEMPT_TOKEN, RunningRecord, end_escaped, running_record_path
 from .merge import merge_back, scope
 from .outcome import Attempt, CheckFailure, PhaseOutcome
+from .places import keep_preimage, log_path, preimage_path
+from .places import replaced_dir as replaced_dir  # the one maker of such names: merges call it
 from .plan import Phase, Plan
 from .process import LOG_LIMIT, PhaseLog, run_process
 from .putback import Restored, RestoreError
@@ -58,42 +58,6 @@ class RunConfig:
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
-
-
-def log_path(log_dir: Path, phase_id: str) -> Path:
-    return log_dir / f"{file_stem(phase_id)}.log"
-
-
-def preimage_path(log_dir: Path, phase_id: str) -> Path:
-    """Where a phase's declared files are kept as they were before its first attempt."""
-    return log_dir.parent / "preimages" / f"{file_stem(phase_id)}.tar"
-
-
-def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
-    """A directory, not there yet, that no other call names, in this run or any other: where a
-    restore keeps what it replaces. Its name says when (UTC), which process, and ``why`` (the
-    attempt, an interrupted run, a merge), so names sort by time."""
-    base = log_dir.parent / "replaced" / file_stem(phase_id)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    while True:  # the process and its counter set it apart from any name made at that moment
-        path = base / f"{stamp}-{os.getpid()}-{next(_REPLACED)}-{why}"
-        if not os.path.lexists(path):
-            return path
-
-
-_REPLACED = itertools.count(1)  # replaced_dir's names within one process
-
-
-def _keep_preimage(log_dir: Path, phase_id: str) -> Path | None:
-    """The phase's pre-images moved where no run overwrites them (a rename: no space needed)."""
-    preimage = preimage_path(log_dir, phase_id)
-    kept = replaced_dir(log_dir, phase_id, "pre-images") / preimage.name
-    try:
-        kept.parent.mkdir(parents=True)
-        os.replace(preimage, kept)
-    except OSError:
-        return None
-    return kept
 
 
 class PhaseRunner:
@@ -131,7 +95,7 @@ class PhaseRunner:
         log = out.path
         started = time.time()
         retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
-        tell = _Teller(phase.id, started, retries + 1, cfg.progress)
+        tell = Teller(phase.id, started, retries + 1, cfg.progress)
         tell(STARTED, 1, "")
         blocked = self._preflight(phase, log)
         if blocked is not None:
@@ -160,7 +124,7 @@ class PhaseRunner:
         phase: Phase,
         out: PhaseLog,
         before: FileSnapshot,
-        tell: _Teller,
+        tell: Teller,
         retries: int,
         restores: bool,
     ) -> PhaseOutcome:
@@ -218,7 +182,7 @@ class PhaseRunner:
             restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
         except RestoreError as exc:
             error = str(exc)
-            moved = _keep_preimage(cfg.log_dir, phase.id)
+            moved = keep_preimage(cfg.log_dir, phase.id)
             if moved is not None:
                 error += f"; its files from before the phase are in {shown(moved, self.root)}"
         lines = (
@@ -311,7 +275,7 @@ class PhaseRunner:
         previous: Attempt | None,
         out: PhaseLog,
         before: FileSnapshot,
-        tell: _Teller,
+        tell: Teller,
     ) -> Attempt:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
@@ -441,21 +405,3 @@ def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
         return []  # the merge-back looks again
     outside = scope(phase, changed, space.isolation.prefix)[1]
     return ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
-
-
-@dataclass(frozen=True)
-class _Teller:
-    """What the runner calls to tell ``progress`` of an event (nothing without one)."""
-
-    phase_id: str
-    started: float  # epoch seconds
-    most: int  # attempts the phase may make
-    progress: Progress | None
-
-    def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
-        if self.progress is not None:
-            elapsed = time.time() - self.started
-            event = PhaseEvent(
-                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
-            )
-            self.progress(event)
