@@ -109,3 +109,12 @@ def test_files_inside_a_folder_no_phase_declares_whole_still_run_side_by_side(
     assert plan.phases[2].files.modify == ("dir/z.txt",)  # one spelling, once
     graph = PlanGraph(plan)
     assert not graph.conflicts()
+
+
+def test_real_paths_resolve_links_inside_the_root_only_and_never_raise(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    _project(root)
+    (root / "out").symlink_to(tmp_path)
+    paths = ["link.txt", "alias/x.txt", "notes.txt", "out/x", "a\x00b", "n" * 5000 + "/x"]
+    assert real_paths(root, paths) == {"link.txt": "notes.txt", "alias/x.txt": "dir/x.txt"}

@@ -47,17 +47,24 @@ def real_paths(root: Path, paths: Iterable[str]) -> dict[str, str]:
     folders: dict[str, str] = {}
     found: dict[str, str] = {}
     for path in set(paths):
-        folder, _, name = path.rpartition("/")
-        base = folders.get(folder)
-        if base is None:
-            base = folders[folder] = os.path.realpath(os.path.join(real_root, folder))
-        full = os.path.join(base, name)
-        if os.path.islink(full):
-            full = os.path.realpath(full)
-        relative = os.path.relpath(full, real_root)
+        try:
+            relative = _real(real_root, path, folders)
+        except (OSError, ValueError):  # a name no file system takes: no file to share
+            continue
         if relative != path and relative != ".." and not relative.startswith("../"):
             found[path] = relative
     return found
+
+
+def _real(real_root: str, path: str, folders: dict[str, str]) -> str:
+    folder, _, name = path.rpartition("/")
+    base = folders.get(folder)
+    if base is None:
+        base = folders[folder] = os.path.realpath(os.path.join(real_root, folder))
+    full = os.path.join(base, name)
+    if os.path.islink(full):
+        full = os.path.realpath(full)
+    return os.path.relpath(full, real_root)
 
 
 def claim_keys(paths: Iterable[str], aliases: Mapping[str, str]) -> dict[str, str]:
