@@ -111,12 +111,11 @@ class PhaseRunner:
             before.save(preimage)
         else:  # none of its declared files exists yet: an earlier run's are not to be put back
             preimage.unlink(missing_ok=True)
-        outcome = self._attempts(phase, out, before, tell, retries, restores)
-        if outcome.ok or not restores or outcome.not_put_back or not before.contents:
+        outcome, ran = self._attempts(phase, out, before, tell, retries)
+        if outcome.ok or not restores or outcome.not_put_back or not before.contents or not ran:
             return outcome
         # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
-        last = max(attempt.number for attempt in outcome.attempts)
-        put, error = self._put_back(phase, before, f"attempt-{last}", out)
+        put, error = self._put_back(phase, before, f"attempt-{ran}", out)
         return replace(outcome, put_back=put, not_put_back=error)
 
     def _attempts(
@@ -126,12 +125,12 @@ class PhaseRunner:
         before: FileSnapshot,
         tell: Teller,
         retries: int,
-        restores: bool,
-    ) -> PhaseOutcome:
-        """Up to ``1 + retries`` attempts; before each retry, the declared files put back."""
+    ) -> tuple[PhaseOutcome, int]:
+        """Up to ``1 + retries`` attempts, before each retry the declared files put back; and
+        the number of the last attempt that ran (0: none did)."""
         cfg, started = self.config, tell.started
         attempts: list[Attempt] = []
-        status = "failed"
+        status, ran, stuck = "failed", 0, None
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
@@ -139,36 +138,23 @@ class PhaseRunner:
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
                 tell(RETRY, number, attempts[-1].problem)
-                _, error = self._put_back(phase, before, f"attempt-{number - 1}", out)
-                if error is not None:  # the next attempt would start from half-done files
-                    return PhaseOutcome(
-                        phase.id,
-                        "failed",
-                        tuple(attempts),
-                        out.path,
-                        started,
-                        time.time(),
-                        not_put_back=error,
-                    )
+                _, stuck = self._put_back(phase, before, f"attempt-{number - 1}", out)
+                if stuck is not None:  # the next attempt would start from half-done files
+                    break
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
             attempt = self._attempt(phase, number, previous, out, before, tell)
             attempts.append(attempt)
+            ran = number
             if attempt.ok:
-                unverified = cfg.agent_cli and not attempt.checked
-                return PhaseOutcome(
-                    phase.id,
-                    "completed",
-                    tuple(attempts),
-                    out.path,
-                    started,
-                    time.time(),
-                    unverified,
-                )
+                status = "completed"
+                break
             if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
                 status = "blocked"
                 break
-        return PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
+        unverified = status == "completed" and cfg.agent_cli and not attempts[-1].checked
+        end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
+        return replace(end, unverified=unverified, not_put_back=stuck), ran
 
     def _put_back(
         self, phase: Phase, before: FileSnapshot, why: str, out: PhaseLog
