@@ -8,6 +8,7 @@ format is a short JSON text, written and read only here.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -89,3 +90,21 @@ def _joined(head: str, detail: str) -> str:
     """A detail is one line however it came (a crash report has many), of bounded length."""
     detail = one_line(detail, DETAIL_LIMIT)
     return f"{head}: {detail}" if detail else head
+
+
+@dataclass(frozen=True)
+class Teller:
+    """What a phase's runner calls to tell ``progress`` of an event (nothing without one)."""
+
+    phase_id: str
+    started: float  # epoch seconds
+    most: int  # attempts the phase may make
+    progress: Progress | None
+
+    def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
+        if self.progress is not None:
+            elapsed = time.time() - self.started
+            event = PhaseEvent(
+                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
+            )
+            self.progress(event)

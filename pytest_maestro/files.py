@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .plan import Phase
+from .putback import Restored, put_back, read
+from .texts import shown as shown  # where the modules that show paths have it from
 
 
 class OutsideRoot(ValueError):
@@ -45,35 +47,17 @@ class FileSnapshot:
 
     @classmethod
     def of(cls, root: Path, paths: tuple[str, ...] | list[str]) -> FileSnapshot:
-        return cls(root, tuple((p, _read(inside(root, p))) for p in paths))
+        return cls(root, tuple((p, read(inside(root, p))) for p in paths))
 
     def changed(self, relative: str) -> bool:
         before = dict(self.contents).get(relative)
-        return _read(inside(self.root, relative)) != before
+        return read(inside(self.root, relative)) != before
 
     def restore(self, keep: Path) -> list[Restored]:
-        """Put the declared files back as they were, and only those. What a restore replaces is
-        not thrown away: it is moved under ``keep`` first, at the same relative path."""
-        restored = []
-        for relative, content in self.contents:
-            path = inside(self.root, relative)
-            now = _read(path)
-            if now == content and (content is not None or not path.is_symlink()):
-                continue
-            kept = None
-            if now is not None or path.is_symlink():
-                kept = keep / relative
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, kept, follow_symlinks=False)
-            if content is None:
-                path.unlink()
-            else:  # replaced at once: the file is never missing nor half written
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.maestro-restore.tmp")
-                tmp.write_bytes(content)
-                os.replace(tmp, path)
-            restored.append(Restored(relative, kept))
-        return restored
+        """Put the declared files back as they were, and only those, all or none (RestoreError).
+        What a restore replaces is not thrown away: it is copied under ``keep`` first, at the
+        same relative path; ``keep`` must be a name no other restore uses (``replaced_dir``)."""
+        return put_back(self.root, self.contents, keep)
 
     def save(self, archive: Path) -> None:
         """The pre-images on disk (one tar, synced), before the phase changes anything: a killed
@@ -106,27 +90,6 @@ class FileSnapshot:
         return cls(root, contents)
 
 
-@dataclass(frozen=True)
-class Restored:
-    """A declared file put back; ``kept``: where the content it replaced went (None: absent)."""
-
-    path: str
-    kept: Path | None
-
-    def line(self, cwd: Path) -> str:
-        if self.kept is None:
-            return f"restored {self.path}"
-        return f"restored {self.path} (the content it replaced is kept at {shown(self.kept, cwd)})"
-
-
-def shown(path: Path, cwd: Path) -> str:
-    """``path`` as users read it: relative to ``cwd``, where they ran pytest, when inside it."""
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)
-
-
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -149,32 +112,34 @@ def file_stem(phase_id: str) -> str:
     return f"{safe}-{hashlib.sha256(phase_id.encode()).hexdigest()[:10]}"
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
-
-
 def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
-    """Declared ``create`` files must exist; declared ``modify`` files must have changed."""
-    problems = [
-        f"declared file {p!r} was not created"
-        for p in phase.files.create
-        if not inside(root, p).exists()
-    ]
-    dirty = git_dirty(root, phase.files.modify) if phase.files.modify else set()
+    """Declared ``create`` files must exist; declared ``modify`` files must have changed; and
+    none may now lead out of the root (a folder the attempt replaced by a symlink)."""
+    out = {p for p in phase.files.all() if _outside(root, p)}
+    problems = [f"declared file {p!r} now leads outside the project root" for p in sorted(out)]
+    files = phase.files
+    create, modify = (tuple(p for p in ps if p not in out) for ps in (files.create, files.modify))
+    problems += [f"declared file {p!r} was not created" for p in create if not (root / p).exists()]
+    dirty = git_dirty(root, modify) if modify else set()
     problems += [
         f"declared file {p!r} was not modified"
-        for p in phase.files.modify
-        if not before.changed(p) and p not in dirty and not inside(root, p).is_dir()
+        for p in modify
+        if not before.changed(p) and p not in dirty and not (root / p).is_dir()
     ]
     problems += [
         f"declared file {p!r} was not deleted"
         for p in phase.files.delete
-        if inside(root, p).exists()
+        if p not in out and (root / p).exists()
     ]
     return problems
+
+
+def _outside(root: Path, relative: str) -> bool:
+    try:
+        inside(root, relative)
+    except OutsideRoot:
+        return True
+    return False
 
 
 def git_dirty(root: Path, paths: tuple[str, ...]) -> set[str]:

@@ -26,6 +26,7 @@ from .outputs import Written, write_outputs
 from .plan import Phase, Plan
 from .plan.errors import location
 from .plan.graph import PlanGraph
+from .plan.paths import real_paths
 from .process import KILL_GRACE
 from .prompt import DependencyResult, PromptContext, build_prompt
 from .recorder import Recorder
@@ -58,8 +59,10 @@ class Orchestrator:
         self.settings = settings
         self.plan = plan
         self.plan_path = plan.path.resolve()
-        self.graph = PlanGraph(plan)
         self.root = root
+        # Symlinks inside the root resolved: two names of one file are one to the scheduler.
+        declared = (path for phase in plan.phases for path in (*phase.files.all(), *phase.reads))
+        self.graph = PlanGraph(plan, aliases=real_paths(root, declared))
         self.state_dir = root / settings.state_dir
         self.log_dir = self.state_dir / "logs"
         self.paths = SessionPaths.for_plan(self.state_dir, plan, root)  # the session's files
@@ -103,7 +106,10 @@ class Orchestrator:
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run
-            self.notes += [f"after a killed run: {r.line(Path.cwd())}" for r in recorder.restored]
+            self.notes += [
+                f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
+                for pid, r in recorder.restored
+            ]
             recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
             if self.isolation is not None:
                 kept = self.isolation.start()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .handoff import Handoff, parse_handoff
+from .putback import Restored
 from .runtimes import AgentResult
 from .state.model import Tokens
 
@@ -60,6 +61,10 @@ class PhaseOutcome:
     started: float  # epoch seconds
     finished: float
     unverified: bool = False  # passed on the agent's word alone: no check could have failed it
+    # A phase that did not complete: its declared files as the restore after it left them,
+    # or why they could not be put back.
+    put_back: tuple[Restored, ...] = ()
+    not_put_back: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from .facts import PhaseFacts, SkipKind
-from .files import FileSnapshot, Restored
+from .files import FileSnapshot
 from .leftovers import end_groups, read_running_record, running_records
+from .places import preimage_path, replaced_dir
 from .plan import Phase, Plan
+from .putback import Restored, RestoreError
 from .run_report import session_report
-from .runner import preimage_path, replaced_dir
-from .state import Interrupted, SessionStore, SessionUnwritable, Status, Tokens
+from .state import Interrupted, SessionStore, SessionUnwritable, StateError, Status, Tokens
 from .state.journal import fsync_dir
-from .state.model import now
 from .texts import last_line
 
 # Seconds between two rewrites of the session file while the run changes it.
@@ -45,14 +45,20 @@ class Recorder:
             )
         for record in left:
             end_groups(record.groups)
-        stamp = now().replace(":", "").replace("-", "")
-        self.restored: list[Restored] = []
+        self.restored: list[tuple[str, Restored]] = []  # (phase id, what its restore did)
         self.unwritable: str | None = None
         for phase in store.interrupted:
             before = FileSnapshot.load(root, preimage_path(log_dir, phase.id))
-            if before is not None:  # none: the phase had changed nothing yet
-                keep = replaced_dir(log_dir, phase.id, f"interrupted-{stamp}")
-                self.restored += before.restore(keep)
+            if before is None:  # none: the phase had changed nothing yet
+                continue
+            try:
+                done = before.restore(replaced_dir(log_dir, phase.id, "interrupted"))
+            except RestoreError as exc:  # nothing written: the next run tries again
+                raise StateError(
+                    f"phase {phase.id!r}, left half-done by a killed run: {exc}; its files from "
+                    "before it began stay in its pre-images, for the next run to put back"
+                ) from None
+            self.restored += [(phase.id, restored) for restored in done]
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
             record.path.unlink(missing_ok=True)
@@ -62,7 +68,11 @@ class Recorder:
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
         store = SessionStore.open(state_dir, plan, root, fresh=fresh, report=session_report)
-        recorder = cls(store, plan, root, state_dir / "logs", fresh=fresh)
+        try:
+            recorder = cls(store, plan, root, state_dir / "logs", fresh=fresh)
+        except BaseException:
+            store.close()  # unlocked: the next run puts the files back
+            raise
         store.start_refresh(REFRESH)
         return recorder
 

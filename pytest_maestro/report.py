@@ -21,8 +21,21 @@ def render_failure(phase: Phase, outcome: PhaseOutcome, cwd: Path) -> str:
     head = f"phase {phase.id!r} ({phase.name}) {verb}"
     lines = [head + (f" after {tries} attempt{plural}" if tries else "")]
     lines += _attempt_lines(outcome.attempts[-1])
+    lines += _put_back_lines(outcome, cwd)
     lines.append(f"log: {shown(outcome.log, cwd)}")
     return "\n".join(lines)
+
+
+def _put_back_lines(outcome: PhaseOutcome, cwd: Path) -> list[str]:
+    """Where the phase left the declared files, and where its last attempt's output went."""
+    if outcome.not_put_back is not None:
+        return [f"its declared files were not put back: {outcome.not_put_back}"]
+    if not outcome.put_back:
+        return []
+    whole = all(restored.left is None for restored in outcome.put_back)
+    head = "its declared files were put back as they were before it began"
+    lines = [head + (":" if whole else ", except:")]
+    return lines + [f"    {restored.line(cwd)}" for restored in outcome.put_back]
 
 
 def failure_message(outcome: PhaseOutcome) -> str | None:

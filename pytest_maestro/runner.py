@@ -15,16 +15,20 @@ from pathlib import Path
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
-from .events import RETRY, STARTED, WAITING, PhaseEvent, Progress
-from .files import FileSnapshot, OutsideRoot, file_problems, file_stem
+from .events import RETRY, STARTED, WAITING, Progress, Teller
+from .files import FileSnapshot, OutsideRoot, file_problems
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
 from .leftovers import ATTEMPT_TOKEN, RunningRecord, end_escaped, running_record_path
 from .merge import UNDOES, merge_back, scope, undoes
 from .outcome import Attempt, CheckFailure, PhaseOutcome
+from .places import keep_preimage, log_path, preimage_path
+from .places import replaced_dir as replaced_dir  # the one maker of such names: merges call it
 from .plan import Phase, Plan
 from .process import LOG_LIMIT, PhaseLog, run_process
+from .putback import Restored, RestoreError
 from .runtimes import AgentRequest, AgentResult, Runtime
+from .texts import shown
 
 
 @dataclass(frozen=True)
@@ -54,20 +58,6 @@ class RunConfig:
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
-
-
-def log_path(log_dir: Path, phase_id: str) -> Path:
-    return log_dir / f"{file_stem(phase_id)}.log"
-
-
-def preimage_path(log_dir: Path, phase_id: str) -> Path:
-    """Where a phase's declared files are kept as they were before its first attempt."""
-    return log_dir.parent / "preimages" / f"{file_stem(phase_id)}.tar"
-
-
-def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
-    """Where a restore moves what it replaces: ``why`` is the attempt or the interrupted run."""
-    return log_dir.parent / "replaced" / file_stem(phase_id) / why
 
 
 class PhaseRunner:
@@ -105,7 +95,7 @@ class PhaseRunner:
         log = out.path
         started = time.time()
         retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
-        tell = _Teller(phase.id, started, retries + 1, cfg.progress)
+        tell = Teller(phase.id, started, retries + 1, cfg.progress)
         tell(STARTED, 1, "")
         blocked = self._preflight(phase, log)
         if blocked is not None:
@@ -116,11 +106,31 @@ class PhaseRunner:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
         preimage = preimage_path(cfg.log_dir, phase.id)
-        if before.contents and cfg.isolation is None:  # a worktree is thrown away, not restored
+        restores = cfg.isolation is None  # a worktree is thrown away, not restored
+        if before.contents and restores:
             before.save(preimage)
         else:  # none of its declared files exists yet: an earlier run's are not to be put back
             preimage.unlink(missing_ok=True)
+        outcome, ran = self._attempts(phase, out, before, tell, retries)
+        if outcome.ok or not restores or outcome.not_put_back or not before.contents or not ran:
+            return outcome
+        # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
+        put, error = self._put_back(phase, before, f"attempt-{ran}", out)
+        return replace(outcome, put_back=put, not_put_back=error)
+
+    def _attempts(
+        self,
+        phase: Phase,
+        out: PhaseLog,
+        before: FileSnapshot,
+        tell: Teller,
+        retries: int,
+    ) -> tuple[PhaseOutcome, int]:
+        """Up to ``1 + retries`` attempts, before each retry the declared files put back; and
+        the number of the last attempt that ran (0: none did)."""
+        cfg, started = self.config, tell.started
         attempts: list[Attempt] = []
+        status, ran, stuck = "failed", 0, None
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
@@ -128,21 +138,46 @@ class PhaseRunner:
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
                 tell(RETRY, number, attempts[-1].problem)
-                keep = replaced_dir(cfg.log_dir, phase.id, f"attempt-{number - 1}")
-                for restored in before.restore(keep):
-                    out.write_line(f"--- {restored.line(self.root)}")
+                _, stuck = self._put_back(phase, before, f"attempt-{number - 1}", out)
+                if stuck is not None:  # the next attempt would start from half-done files
+                    break
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
             attempt = self._attempt(phase, number, previous, out, before, tell)
             attempts.append(attempt)
+            ran = number
             if attempt.ok:
-                unverified = cfg.agent_cli and not attempt.checked
-                return PhaseOutcome(
-                    phase.id, "completed", tuple(attempts), log, started, time.time(), unverified
-                )
+                status = "completed"
+                break
             if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
-                return PhaseOutcome(phase.id, "blocked", tuple(attempts), log, started, time.time())
-        return PhaseOutcome(phase.id, "failed", tuple(attempts), log, started, time.time())
+                status = "blocked"
+                break
+        unverified = status == "completed" and cfg.agent_cli and not attempts[-1].checked
+        end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
+        return replace(end, unverified=unverified, not_put_back=stuck), ran
+
+    def _put_back(
+        self, phase: Phase, before: FileSnapshot, why: str, out: PhaseLog
+    ) -> tuple[tuple[Restored, ...], str | None]:
+        """The declared files put back, each line in the log; or why they could not be, with
+        the pre-images moved to a name no run reuses: the next run of the phase saves its own."""
+        cfg = self.config
+        restored: tuple[Restored, ...] = ()
+        error: str | None = None
+        try:
+            restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
+        except RestoreError as exc:
+            error = str(exc)
+            moved = keep_preimage(cfg.log_dir, phase.id)
+            if moved is not None:
+                error += f"; its files from before the phase are in {shown(moved, self.root)}"
+        lines = (
+            [r.line(self.root) for r in restored] if error is None else [f"not put back: {error}"]
+        )
+        with contextlib.suppress(OSError):  # a full disk: the report still says it
+            for line in lines:
+                out.write_line(f"--- {line}")
+        return restored, error
 
     def _isolated(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
         """The phase in a worktree of its own; then its result merged back, or kept."""
@@ -227,7 +262,7 @@ class PhaseRunner:
         previous: Attempt | None,
         out: PhaseLog,
         before: FileSnapshot,
-        tell: _Teller,
+        tell: Teller,
     ) -> Attempt:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
@@ -360,21 +395,3 @@ def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
         return []  # the merge-back looks again
     problems = ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
     return problems + ([UNDOES + ", ".join(undone)] if undone else [])
-
-
-@dataclass(frozen=True)
-class _Teller:
-    """What the runner calls to tell ``progress`` of an event (nothing without one)."""
-
-    phase_id: str
-    started: float  # epoch seconds
-    most: int  # attempts the phase may make
-    progress: Progress | None
-
-    def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
-        if self.progress is not None:
-            elapsed = time.time() - self.started
-            event = PhaseEvent(
-                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
-            )
-            self.progress(event)

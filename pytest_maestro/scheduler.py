@@ -153,11 +153,12 @@ class DependencyScheduling:
 
     def _job(self, phase_id: str, to_run: set[str]) -> Job:
         phase = self.maestro.plan.phase(phase_id)
+        writes, reads = self.maestro.graph.claims(phase_id)  # one key per file, however named
         return Job(
             id=phase_id,
             deps=frozenset(d for d in phase.blocked_by if d in to_run),
-            writes=phase.files.writes,
-            reads=frozenset(phase.reads),
+            writes=frozenset(writes),
+            reads=frozenset(reads),
             exclusive=not phase.parallel,
             duration=self.run.duration(phase_id),
         )

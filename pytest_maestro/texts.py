@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 
 def duration_text(seconds: float | None) -> str:
@@ -34,6 +35,14 @@ def os_error_text(error: OSError) -> str:
     device: /x/y``."""
     where = f": {error.filename}" if error.filename else ""
     return f"{error.strerror or error}{where}"
+
+
+def shown(path: Path, cwd: Path) -> str:
+    """``path`` as users read it: relative to ``cwd``, where they ran pytest, when inside it."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def last_line(text: str | None) -> str:

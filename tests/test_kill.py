@@ -288,10 +288,11 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     # left it; and the half-written content was kept, not thrown away.
     assert (root / "seen.log").read_text() == "the user's edit\nthe user's edit\n"
     assert (root / "data.txt").read_text() == "the user's edit\nhalf\ndone\n"
-    [kept] = (root / ".maestro" / "replaced" / "edit").glob("interrupted-*/data.txt")
+    [kept] = (root / ".maestro" / "replaced" / "edit").glob("*-interrupted/data.txt")
     assert kept.read_text() == "the user's edit\nhalf\n"
-    assert "after a killed run: restored data.txt (the content it replaced is kept at" in (
-        result.stdout
+    assert (
+        "after a killed run: phase 'edit': restored data.txt (the content it replaced is kept at"
+        in (result.stdout)
     )
 
 
@@ -335,5 +336,5 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
     assert result.returncode == 0, result.stdout[-2000:]
     expected = "the user's edit\n" + "".join(f"p{n}-half\np{n}\n" for n in range(8))
     assert (root / "shared.txt").read_text() == expected
-    kept = list((root / ".maestro" / "replaced").glob("*/interrupted-*/shared.txt"))
+    kept = list((root / ".maestro" / "replaced").glob("*/*-interrupted/shared.txt"))
     assert kept, "no kill left a half-done phase: the test proved nothing"

@@ -352,7 +352,8 @@ def test_absolute_and_escaping_paths_are_refused(tmp_path: Path, path: str, mess
 def test_paths_that_only_look_odd_are_accepted(tmp_path: Path, path: str) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"phases": [{"id": "a", "reads": [path]}]}))
-    assert load_plan(plan).phases[0].reads == (path,)
+    # in normal form: one spelling per file
+    assert load_plan(plan).phases[0].reads == ("a" if path == "./a" else path,)
 
 
 @pytest.mark.parametrize(

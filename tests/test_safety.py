@@ -110,7 +110,7 @@ def test_a_retry_restores_only_the_declared_files_and_keeps_what_it_replaced(
     result.assert_outcomes(passed=1)
     assert (root / "data.txt").read_text() == "mine\nattempt2\n"
     assert (root / "other.txt").read_text() == "untouched\nx\nx\n"  # not declared: not touched
-    kept = root / ".maestro" / "replaced" / "edit" / "attempt-1" / "data.txt"
+    [kept] = (root / ".maestro" / "replaced" / "edit").glob("*-attempt-1/data.txt")
     assert kept.read_text() == "mine\nattempt1\n"
     log = (root / ".maestro" / "logs" / "edit.log").read_text()
     assert "--- restored data.txt (the content it replaced is kept at .maestro/replaced/" in log

@@ -29,6 +29,7 @@ from .gc_pause import paused_gc
 from .model import Plan
 from .ownership import (
     Chunk,
+    Claims,
     Conflict,
     FileIndex,
     Reach,
@@ -37,6 +38,7 @@ from .ownership import (
     count_file_conflicts,
     file_conflicts,
     file_index,
+    phase_claims,
     wave_overlap,
 )
 
@@ -68,8 +70,16 @@ class Profile:
 class PlanGraph:
     """Answers about the dependency structure of a plan that has passed validation."""
 
-    def __init__(self, plan: Plan, durations: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        durations: Mapping[str, float] | None = None,
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
+        """``aliases``: declared paths that lead, through symlinks, to other paths in the
+        project root (``paths.real_paths``): they are those paths to the file conflicts."""
         self.plan = plan
+        self._aliases = aliases or {}
         with paused_gc():  # a few lists and tuples per phase: see paused_gc
             self.ids: tuple[str, ...] = plan.ids
             self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
@@ -234,8 +244,17 @@ class PlanGraph:
     # -- files ---------------------------------------------------------------------------------
 
     @cached_property
+    def _claims(self) -> list[Claims]:
+        return phase_claims(self.plan.phases, self._aliases)
+
+    def claims(self, phase_id: str) -> Claims:
+        """The keys of the files ``phase_id`` writes and of those it only reads: phases whose
+        claims share a key that one of them writes must not run at the same time."""
+        return self._claims[self.index[phase_id]]
+
+    @cached_property
     def _file_index(self) -> FileIndex:
-        return file_index(self.plan.phases)
+        return file_index(self._claims)
 
     def iter_conflicts(self) -> Iterator[Conflict]:
         """Write/write and read/write overlaps between phases that may run at the same time."""
@@ -248,12 +267,12 @@ class PlanGraph:
     def conflicting(self, phase_id: str) -> frozenset[str]:
         """Phases that may run at the same time as ``phase_id`` but must not, for their files."""
         node = self.index[phase_id]
-        phase = self.plan.phases[node]
+        writes, reads = self._claims[node]
         found: set[int] = set()
-        for path in phase.files.all():
+        for path in writes:
             writers, readers = self._file_index[path]
             found.update(writers, readers)
-        for path in phase.reads:
+        for path in reads:
             found.update(self._file_index[path][0])
         return frozenset(self.ids[i] for i in found if self._reach.concurrent(node, i))
 

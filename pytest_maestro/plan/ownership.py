@@ -6,11 +6,12 @@ only when they touch one file. Phases are numbers 0..n-1 in written order, as in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from .model import Phase
+from .paths import claim_keys
 
 # path -> (phases that write it, phases that only read it), each in written order
 FileIndex = dict[str, tuple[list[int], list[int]]]
@@ -95,22 +96,31 @@ class Reach:
             candidates ^= low
 
 
-def file_index(phases: Sequence[Phase]) -> FileIndex:
+# What a phase claims: the keys of the files it writes, and of those it only reads, in order.
+Claims = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def phase_claims(phases: Sequence[Phase], aliases: Mapping[str, str]) -> list[Claims]:
+    """Each phase's claims, its declared paths made keys (``paths.claim_keys``): two spellings
+    of one file, or a folder and a file inside it, are one key."""
+    keys = claim_keys(
+        (path for phase in phases for path in (*phase.files.all(), *phase.reads)), aliases
+    )
+    claims = []
+    for phase in phases:
+        writes = tuple(dict.fromkeys(keys[path] for path in phase.files.all()))
+        reads = tuple(dict.fromkeys(keys[path] for path in phase.reads))
+        claims.append((writes, tuple(key for key in reads if key not in writes)))
+    return claims
+
+
+def file_index(claims: Sequence[Claims]) -> FileIndex:
     index: FileIndex = {}
-    for node, phase in enumerate(phases):
-        files = phase.files
-        for path in (*files.create, *files.modify, *files.delete):
-            entry = index.get(path)
-            if entry is None:
-                index[path] = ([node], [])
-            elif not entry[0] or entry[0][-1] != node:  # a path listed twice counts once
-                entry[0].append(node)
-        for path in phase.reads:
-            entry = index.setdefault(path, ([], []))
-            writers, readers = entry
-            # a phase that writes a file is its writer, not a reader
-            if (not writers or writers[-1] != node) and (not readers or readers[-1] != node):
-                readers.append(node)
+    for node, (writes, reads) in enumerate(claims):
+        for path in writes:
+            index.setdefault(path, ([], []))[0].append(node)
+        for path in reads:  # a phase that writes a file is its writer, not a reader
+            index.setdefault(path, ([], []))[1].append(node)
     return index
 
 

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from .errors import PlanError, quoted
 from .graph import PlanGraph
 from .model import Phase, Plan
+from .paths import normal_phase
 
 _BAD_ID = re.compile(r"::|\[|\]|^\s|\s$|[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -39,6 +40,10 @@ def validate(plan: Plan) -> Plan:
             also = f" (first defined at line {first})" if first else ""
             raise PlanError(f"duplicate phase id{also}", plan.path, phase.line, phase.id)
         seen[phase.id] = phase
+    # One spelling per declared file (``./a`` is ``a``), before any conflict is computed.
+    phases = tuple(normal_phase(phase) for phase in plan.phases)
+    if any(new is not old for new, old in zip(phases, plan.phases, strict=True)):
+        plan = dataclasses.replace(plan, phases=phases)
     written: set[str] = set()
     backwards = True  # every dependency written before its phase
     for phase in plan.phases:
