@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from .leftovers import RunningRecord, boot_ticks, group_alive, signal_group
+from .reaping import children, end_left
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
@@ -176,6 +177,7 @@ def _run(
     offset = out.tell()
     started = time.monotonic()
     before = boot_ticks()
+    ours = children()  # what becomes ours after this, the command left
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -196,10 +198,16 @@ def _run(
         timed_out = True
         kill_group(proc)
     except BaseException:
-        kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+        try:
+            kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+        finally:
+            end_left(ours)
         raise
     if group_alive(proc.pid):  # what it left running in the background is its own, and ends
         kill_group(proc)
+    left = end_left(ours)  # and so is what left its group
+    if left:
+        out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
 

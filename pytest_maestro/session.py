@@ -20,6 +20,7 @@ from .header import header_lines
 from .orchestrator import Orchestrator
 from .outputs import summary_lines
 from .process import interrupted_by
+from .reaping import subreaper
 from .skips import report_skip
 from .state import StateError
 from .texts import table_width
@@ -75,10 +76,14 @@ class MaestroSession:
 
         SIGTERM and SIGHUP stop the run as Ctrl-C does, in every process: the commands' own
         groups are ended (an xdist controller ends what its workers' records name, since a
-        signal to it does not reach them)."""
+        signal to it does not reach them). A process that runs phases is the subreaper of what
+        they start, so that what its commands leave is found (``reaping``)."""
         self.pytest_session = session
-        on_signal = self.maestro.end_running if runs_distributed(self.config) else None
+        distributed = runs_distributed(self.config)
+        on_signal = self.maestro.end_running if distributed else None
         self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
+        if not distributed:
+            self.cleanup.enter_context(subreaper())
         if not self.run.decides or self.config.option.collectonly:
             return
         try:

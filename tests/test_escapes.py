@@ -1,0 +1,214 @@
+"""Whatever a phase's commands start ends with them, however it tried to get away: a session of its
+own (``setsid``), an empty environment (``env -i``), a process group of its own (job control);
+and whatever stops the run (its end, Ctrl-C, SIGTERM, SIGHUP, kill -9) leaves none of it running.
+Each leftover carries a marker in its command line, looked up in ``/proc`` after the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_maestro.leftovers import read_running_record
+
+from .test_safety import gone, marked
+
+FAKES = Path(__file__).parent / "fakes"
+PY = sys.executable
+
+
+def sleeper(marker: str) -> str:
+    """A Python that says it is ready (the file ``ready``), then sleeps: ``marker`` in its argv."""
+    code = "open('ready', 'w').close(); import time; time.sleep(600)"
+    return f'{PY} -c "{code}" {marker}'
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A mark for the leftovers' command lines; whatever carries it when the test ends is
+    killed, so a failing test leaves nothing behind."""
+    mark = f"maestro-test-{uuid.uuid4().hex}"
+    yield mark
+    for pid in marked(mark):
+        os.kill(pid, signal.SIGKILL)
+
+
+WAIT_READY = "while [ ! -e ready ]; do sleep 0.02; done"
+
+
+def daemon(marker: str, how: str) -> str:
+    """A bash command that leaves a marked process behind, out of its process group, and returns
+    once it runs."""
+    if how == "setsid":
+        start = f"setsid {sleeper(marker)} &"
+    elif how == "setsid-env-i":  # no token of ours in its environment
+        start = f"setsid env -i {sleeper(marker)} &"
+    elif how == "set-m":  # job control: the job leads a group of its own in the same session
+        start = f"set -m; {sleeper(marker)} &"
+    else:  # a Python that starts it in a group of its own
+        code = (
+            "import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+            "\\\"open('ready', 'w').close(); import time; time.sleep(600)\\\", "
+            f"'{marker}'], process_group=0)"
+        )
+        start = f'{PY} -c "{code}"'
+    return f"{start} {WAIT_READY}" if start.endswith("&") else f"{start}; {WAIT_READY}"
+
+
+def write(root: Path, phases: list[dict[str, Any]]) -> None:
+    (root / "plan.yaml").write_text(yaml.safe_dump({"phases": phases}))
+
+
+AGENT = ["--maestro-runtime=claude", "--maestro-autonomous"]
+
+
+@pytest.fixture
+def fake_clis(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+
+
+def agent_phase(task: str, **fields: Any) -> dict[str, Any]:
+    return {"id": "agent", "name": "Agent", "description": task, "files": [], **fields}
+
+
+@pytest.mark.usefixtures("fake_clis")
+@pytest.mark.parametrize("how", ["setsid", "setsid-env-i"])
+def test_a_daemon_an_agent_starts_ends_with_its_call(
+    pytester: pytest.Pytester, marker: str, how: str
+) -> None:
+    write(pytester.path, [agent_phase(f"FAKE:SHELL {daemon(marker, how)}")])
+    result = pytester.runpytest("--maestro", "plan.yaml", *AGENT)
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "ready").exists(), "the daemon never started"
+    assert gone(marker, within=2), "a daemon the agent started outlived its call"
+
+
+@pytest.mark.parametrize("how", ["setsid", "set-m", "process-group"])
+@pytest.mark.parametrize("where", ["run", "check", "assumption"])
+def test_what_a_command_starts_out_of_its_group_ends_with_it(
+    pytester: pytest.Pytester, marker: str, how: str, where: str
+) -> None:
+    command = daemon(marker, how)
+    phase: dict[str, Any] = {"id": "p", "run": [command if where == "run" else "true"]}
+    if where == "check":
+        phase["acceptance"] = [{"criterion": "a server answers", "check": command}]
+    if where == "assumption":
+        phase["assumptions"] = [{"claim": "a server runs", "verify": command}]
+    # The next command sees whether the leftover still runs.
+    phase["run"].append(f"sleep 0.2; ! pgrep -f '[{marker[0]}]{marker[1:]}'")
+    write(pytester.path, [{**phase, "max_retries": 0}])
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    assert (pytester.path / "ready").exists(), "the leftover never started"
+    result.assert_outcomes(passed=1)
+    assert gone(marker, within=2), f"what the {where} command started outlived it"
+
+
+# -- stops --------------------------------------------------------------------------------------
+
+
+def start(root: Path, *options: str) -> subprocess.Popen[str]:
+    """pytest in the background, leading a session of its own (so a kill of its group reaches
+    it and nothing of the test); returns once its phase's daemon is ready."""
+    process = subprocess.Popen(
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml", *options],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (root / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (root / "ready").exists(), "the daemon never started"
+    return process
+
+
+def hanging_agent(marker: str, how: str = "setsid") -> dict[str, Any]:
+    """An agent that starts a daemon, then works on until it is stopped; only the first time."""
+    command = f"if rm first 2>/dev/null; then {daemon(marker, how)}; sleep 600; fi"
+    return agent_phase(f"FAKE:SHELL {command}", max_retries=0)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fake_clis")
+@pytest.mark.parametrize(
+    ("sig", "options"),
+    [
+        pytest.param(signal.SIGINT, (), id="ctrl-c"),
+        pytest.param(signal.SIGTERM, (), id="sigterm"),
+        pytest.param(signal.SIGTERM, ("-n", "2"), id="sigterm-n2"),
+    ],
+)
+def test_a_stopped_run_ends_the_daemon_its_agent_started(
+    tmp_path: Path, marker: str, sig: signal.Signals, options: tuple[str, ...]
+) -> None:
+    (tmp_path / "first").touch()
+    write(tmp_path, [hanging_agent(marker)])
+    run = start(tmp_path, *AGENT, *options)
+    os.kill(run.pid, sig)
+    run.communicate(timeout=60)
+    assert gone(marker, within=5), f"the agent's daemon outlived a run stopped by {sig.name}"
+
+
+def _recorded(root: Path, within: float) -> bool:
+    """Whether a running record names a session besides the commands' groups, within a time."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for path in (root / ".maestro" / "logs").glob("*.running"):
+            if any(line.startswith("s") for line in read_running_record(path).groups):
+                return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fake_clis")
+@pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["in-order", "n2"])
+@pytest.mark.parametrize("how", ["setsid", "set-m"])
+def test_the_next_run_ends_the_daemon_a_killed_run_s_agent_left(
+    tmp_path: Path, marker: str, options: tuple[str, ...], how: str
+) -> None:
+    (tmp_path / "first").touch()
+    write(tmp_path, [hanging_agent(marker, how)])
+    run = start(tmp_path, *AGENT, *options)
+    # A kill before the runner has seen the daemon leaves it running (the README says so).
+    _recorded(tmp_path, within=5)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.communicate(timeout=60)
+    assert marked(marker), "the kill itself ended the daemon: the test proves nothing"
+    again = subprocess.run(
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml", *AGENT],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert gone(marker, within=5), "the killed run's daemon outlived the next run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_worker_told_to_stop_starts_no_other_attempt(
+    tmp_path: Path, marker: str, sig: signal.Signals
+) -> None:
+    # Each attempt notes itself, then works until stopped: a stopped run notes one attempt.
+    command = f"echo $MAESTRO_ATTEMPT >> attempts; {sleeper(marker)}"
+    write(tmp_path, [{"id": "long", "run": [command], "max_retries": 2}])
+    run = start(tmp_path, "-n", "2")
+    os.kill(run.pid, sig)  # the controller alone, as a cancelled CI job's runner may
+    out, _ = run.communicate(timeout=60)
+    time.sleep(0.5)  # a worker that went on would have started its next attempt by now
+    assert (tmp_path / "attempts").read_text() == "1\n", out[-3000:]
+    assert " failed" not in out, out[-3000:]
+    assert gone(marker, within=5)
