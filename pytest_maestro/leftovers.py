@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from .reaping import process
 from .state.journal import fsync_dir
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -118,6 +119,27 @@ def running_records(log_dir: Path, session: str) -> list[Path]:
         if path.name.startswith(prefix)
         and path.name[len(prefix) : -len(RECORD_SUFFIX)].isdigit()  # not another plan's
     ]
+
+
+def record_owner(path: Path) -> int | None:
+    """The pid of the process whose running record ``path`` is."""
+    pid = path.name[: -len(RECORD_SUFFIX)].rsplit(".", 1)[-1]
+    return int(pid) if pid.isdigit() else None
+
+
+def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to the processes whose running records these are, if they are our children
+    (an xdist controller's workers; not a process of another run, nor a pid reused); the pids
+    told."""
+    told: list[int] = []
+    for path in paths:
+        pid = record_owner(path)
+        info = process(pid) if pid is not None else None
+        if info is not None and info.ppid == os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(info.pid, sig)
+                told.append(info.pid)
+    return told
 
 
 @dataclass(frozen=True)

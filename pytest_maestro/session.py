@@ -75,12 +75,13 @@ class MaestroSession:
         """Lock and resume the plan's session, where reports arrive and phases really run.
 
         SIGTERM and SIGHUP stop the run as Ctrl-C does, in every process: the commands' own
-        groups are ended (an xdist controller ends what its workers' records name, since a
-        signal to it does not reach them). A process that runs phases is the subreaper of what
-        they start, so that what its commands leave is found (``reaping``)."""
+        groups are ended (an xdist controller tells its workers to stop, and ends what their
+        records name, since a signal to it does not reach them). A process that runs phases is
+        the subreaper of what they start, so that what its commands leave is found
+        (``reaping``)."""
         self.pytest_session = session
         distributed = runs_distributed(self.config)
-        on_signal = self.maestro.end_running if distributed else None
+        on_signal = self.maestro.stop_running if distributed else None
         self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
         if not distributed:
             self.cleanup.enter_context(subreaper())
