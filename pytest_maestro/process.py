@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from .leftovers import RunningRecord, boot_ticks, group_alive, signal_group
-from .reaping import children, end_left
+from .reaping import children, descendants, end_left, processes
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
+# Seconds between two looks, while a command runs, for sessions its processes made.
+WATCH_EVERY = 1.0
 # poll() takes its timeout in milliseconds as a C int (about 24 days): wait a day at a time.
 POLL_SLICE = 86_400.0
 # What one attempt of a phase may leave in its log; the middle of more is cut (--maestro-log-limit).
@@ -187,13 +189,15 @@ def _run(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    watch = None
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
+        watch = _Sessions(proc.pid, ours, record, before)
     timed_out = False
     try:
         if stdin is not None:
             _feed(proc, stdin)
-        wait(proc, timeout)
+        wait(proc, timeout, watch)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_group(proc)
@@ -210,6 +214,24 @@ def _run(
         out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
+
+
+class _Sessions:
+    """While a command runs, the sessions its processes make (``setsid``) go to the running
+    record as they are seen: a run killed with SIGKILL runs no code to end them, the next
+    run ends what the record names. Job control needs none: it stays in the command's session.
+    """
+
+    def __init__(self, leader: int, ours: frozenset[int], record: RunningRecord, after: int | None):
+        self.leader, self.ours, self.record, self.after = leader, ours, record, after
+        self.seen = {leader, os.getsid(0)}
+
+    def __call__(self) -> None:
+        table = processes()
+        below = descendants({self.leader} | (children() - self.ours), table)
+        for sid in sorted({table[pid].sid for pid in below if pid in table} - self.seen):
+            self.seen.add(sid)
+            self.record.add_group(sid, self.after, boot_ticks(), kind="s")
 
 
 def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
@@ -243,7 +265,25 @@ def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
     return cut
 
 
-def wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait(
+    proc: subprocess.Popen[bytes], timeout: float, tick: Callable[[], object] | None = None
+) -> None:
+    """``proc.wait(timeout)`` that returns as soon as the process exits; ``tick`` (if any) is
+    called every ``WATCH_EVERY`` seconds meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = max(0.0, deadline - time.monotonic())
+        if tick is None or remaining <= WATCH_EVERY:
+            _wait(proc, remaining)
+            return
+        try:
+            _wait(proc, WATCH_EVERY)
+            return
+        except subprocess.TimeoutExpired:
+            tick()
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """``proc.wait(timeout)`` that returns as soon as the process exits.
 
     ``Popen.wait`` with a timeout polls at 0, 1, 3, 7, 15, 31 ms ... and then every 50 ms, so the

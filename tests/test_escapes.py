@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_maestro.leftovers import read_running_record
+from pytest_maestro.leftovers import boot_ticks, end_groups, read_running_record
 
 from .test_safety import gone, marked
 
@@ -146,6 +146,7 @@ def hanging_agent(marker: str, how: str = "setsid") -> dict[str, Any]:
     [
         pytest.param(signal.SIGINT, (), id="ctrl-c"),
         pytest.param(signal.SIGTERM, (), id="sigterm"),
+        # A worker's daemon without our token in its environment.
         pytest.param(signal.SIGTERM, ("-n", "2"), id="sigterm-n2"),
     ],
 )
@@ -153,19 +154,21 @@ def test_a_stopped_run_ends_the_daemon_its_agent_started(
     tmp_path: Path, marker: str, sig: signal.Signals, options: tuple[str, ...]
 ) -> None:
     (tmp_path / "first").touch()
-    write(tmp_path, [hanging_agent(marker)])
+    write(tmp_path, [hanging_agent(marker, "setsid-env-i" if options else "setsid")])
     run = start(tmp_path, *AGENT, *options)
     os.kill(run.pid, sig)
     run.communicate(timeout=60)
     assert gone(marker, within=5), f"the agent's daemon outlived a run stopped by {sig.name}"
 
 
-def _recorded(root: Path, within: float) -> bool:
-    """Whether a running record names a session besides the commands' groups, within a time."""
+def _recorded(root: Path, how: str, within: float) -> bool:
+    """Whether, within a time, a running record names a session besides the commands' groups
+    (``setsid``), or the command's group (whose session holds a job in a group of its own)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         for path in (root / ".maestro" / "logs").glob("*.running"):
-            if any(line.startswith("s") for line in read_running_record(path).groups):
+            lines = read_running_record(path).groups
+            if any(line.startswith("s") or how != "setsid" for line in lines):
                 return True
         time.sleep(0.05)
     return False
@@ -182,7 +185,7 @@ def test_the_next_run_ends_the_daemon_a_killed_run_s_agent_left(
     write(tmp_path, [hanging_agent(marker, how)])
     run = start(tmp_path, *AGENT, *options)
     # A kill before the runner has seen the daemon leaves it running (the README says so).
-    _recorded(tmp_path, within=5)
+    _recorded(tmp_path, how, within=5)
     os.killpg(run.pid, signal.SIGKILL)
     run.communicate(timeout=60)
     assert marked(marker), "the kill itself ended the daemon: the test proves nothing"
@@ -212,3 +215,36 @@ def test_a_worker_told_to_stop_starts_no_other_attempt(
     assert (tmp_path / "attempts").read_text() == "1\n", out[-3000:]
     assert " failed" not in out, out[-3000:]
     assert gone(marker, within=5)
+
+
+def test_a_recorded_group_s_session_and_token_reach_what_left_the_group(
+    tmp_path: Path, marker: str
+) -> None:
+    # What the next run reads of a killed run's record: the command's group (it leads its
+    # session: a job of its own group is in it), and an agent's token in the environment.
+    job = f"set -m; {sleeper(marker)} & wait"
+    before = boot_ticks()
+    command = subprocess.Popen(["bash", "-c", job], cwd=tmp_path, start_new_session=True)
+    after = boot_ticks()
+    token = uuid.uuid4().hex
+    escaped = subprocess.Popen(
+        ["bash", "-c", f"exec {sleeper(marker)}"],
+        cwd=tmp_path,
+        start_new_session=True,
+        env={**os.environ, "MAESTRO_ATTEMPT_TOKEN": token},
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(marked(marker)) < 3 and time.monotonic() < deadline:  # bash, job, escaped
+            time.sleep(0.02)
+        [job_pid] = [pid for pid in marked(marker) if pid not in (command.pid, escaped.pid)]
+        assert os.getpgid(job_pid) != command.pid, "the job is in the command's group"
+        ended = end_groups([f"{command.pid} {before} {after}", f"t{token}"])
+        assert ended == sorted([command.pid, escaped.pid])
+        assert escaped.wait(timeout=10) == -signal.SIGKILL
+        assert command.wait(timeout=10) == -signal.SIGKILL
+        assert gone(marker, within=5)
+    finally:
+        for process in (command, escaped):
+            process.kill()
+            process.wait()
