@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from .reaping import process, processes
+from .reaping import children, descendants, process, processes, reap
 from .state.journal import fsync_dir
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -117,6 +117,28 @@ class RunningRecord:
     def clear(self) -> None:
         os.pwrite(self._fd, b"\0", 0)
         self._end = 0
+
+
+class SessionWatch:
+    """Called by ``run_process`` once a second while a command runs. The sessions the
+    command's processes make (``setsid``) go to the running record as they are seen: a run
+    killed with SIGKILL runs no code to end them, the next run ends what the record names.
+    (Job control needs none: it stays in the command's session.) What came to us and ended
+    meanwhile is reaped: an agent that daemonises many short jobs leaves no zombies piling up.
+    """
+
+    def __init__(self, leader: int, ours: frozenset[int], record: RunningRecord, after: int | None):
+        self.leader, self.ours, self.record, self.after = leader, ours, record, after
+        self.seen = {leader, os.getsid(0)}
+
+    def __call__(self) -> None:
+        orphans = children() - self.ours - {self.leader}  # the leader is its Popen's to reap
+        reap(orphans)
+        table = processes()
+        below = descendants({self.leader} | orphans, table)
+        for sid in sorted({table[pid].sid for pid in below if pid in table} - self.seen):
+            self.seen.add(sid)
+            self.record.add_group(sid, self.after, boot_ticks(), kind="s")
 
 
 def running_record_path(log_dir: Path, session: str, pid: int) -> Path:

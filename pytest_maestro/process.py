@@ -14,8 +14,8 @@ from io import FileIO
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from .leftovers import RunningRecord, boot_ticks, group_alive, signal_group
-from .reaping import children, descendants, end_left, processes
+from .leftovers import RunningRecord, SessionWatch, boot_ticks, group_alive, signal_group
+from .reaping import children, end_left
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
@@ -192,7 +192,7 @@ def _run(
     watch = None
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
-        watch = _Sessions(proc.pid, ours, record, before)
+        watch = SessionWatch(proc.pid, ours, record, before)
     timed_out = False
     try:
         if stdin is not None:
@@ -214,24 +214,6 @@ def _run(
         out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
-
-
-class _Sessions:
-    """While a command runs, the sessions its processes make (``setsid``) go to the running
-    record as they are seen: a run killed with SIGKILL runs no code to end them, the next
-    run ends what the record names. Job control needs none: it stays in the command's session.
-    """
-
-    def __init__(self, leader: int, ours: frozenset[int], record: RunningRecord, after: int | None):
-        self.leader, self.ours, self.record, self.after = leader, ours, record, after
-        self.seen = {leader, os.getsid(0)}
-
-    def __call__(self) -> None:
-        table = processes()
-        below = descendants({self.leader} | (children() - self.ours), table)
-        for sid in sorted({table[pid].sid for pid in below if pid in table} - self.seen):
-            self.seen.add(sid)
-            self.record.add_group(sid, self.after, boot_ticks(), kind="s")
 
 
 def cut_middle(log: Path, start: int, end: int, limit: int) -> int:

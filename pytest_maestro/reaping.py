@@ -163,6 +163,12 @@ def end_left(before: frozenset[int]) -> list[int]:
     return ended
 
 
+def reap(pids: Iterable[int]) -> None:
+    """Reap those of ``pids`` that have ended: children of ours that no ``Popen`` owns."""
+    for pid in pids:
+        _reaped(pid)
+
+
 def _reaped(pid: int) -> bool:
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)

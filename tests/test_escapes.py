@@ -248,3 +248,15 @@ def test_a_recorded_group_s_session_and_token_reach_what_left_the_group(
         for process in (command, escaped):
             process.kill()
             process.wait()
+
+
+@pytest.mark.slow
+def test_what_ends_on_its_own_while_a_command_runs_is_reaped(pytester: pytest.Pytester) -> None:
+    # A short job that leaves its group comes to the runner when its parent goes, and dies: a
+    # zombie of the runner's until reaped, which must not wait for the command's end.
+    zombies = "ps -o stat= --ppid $PPID | grep -c Z"
+    command = f"(setsid true &); sleep 0.3; {zombies} > before; sleep 2; {zombies} > after || true"
+    write(pytester.path, [{"id": "p", "run": [command], "max_retries": 0}])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    assert (pytester.path / "before").read_text() == "1\n", "no zombie: the test proves nothing"
+    assert (pytester.path / "after").read_text() == "0\n"
