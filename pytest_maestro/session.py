@@ -178,6 +178,13 @@ class MaestroSession:
             paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
             for line in summary_lines(written, *paths, cwd, table_width()):
                 terminalreporter.line(line)
+        if written is not None and self.interrupted:
+            for row in written.run.rows:
+                if row.status == "in_progress":  # stopped mid-phase: not failed, not done
+                    terminalreporter.write_line(
+                        f"maestro: phase {row.id!r} was interrupted ({self.interrupted}); the "
+                        "next run runs it again, its declared files put back first"
+                    )
         if self.run.resumed:
             terminalreporter.write_line(
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
