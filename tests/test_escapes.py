@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_maestro.leftovers import boot_ticks, end_groups, read_running_record
+from pytest_maestro.leftovers import boot_ticks, end_groups, read_running_record, record_owner
 
 from .test_safety import gone, marked
 
@@ -110,6 +110,16 @@ def test_what_a_command_starts_out_of_its_group_ends_with_it(
     assert (pytester.path / "ready").exists(), "the leftover never started"
     result.assert_outcomes(passed=1)
     assert gone(marker, within=2), f"what the {where} command started outlived it"
+
+
+def test_a_command_that_times_out_leaves_nothing_behind(
+    pytester: pytest.Pytester, marker: str
+) -> None:
+    command = f"{daemon(marker, 'setsid')}; sleep 600"
+    write(pytester.path, [{"id": "p", "run": [command], "timeout": 1, "max_retries": 0}])
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(failed=1)
+    assert (pytester.path / "ready").exists(), "the daemon never started"
+    assert gone(marker, within=2), "the daemon outlived its command's timeout"
 
 
 # -- stops --------------------------------------------------------------------------------------
@@ -263,3 +273,19 @@ def test_what_ends_on_its_own_while_a_command_runs_is_reaped(pytester: pytest.Py
     pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
     assert (pytester.path / "before").read_text() == "1\n", "no zombie: the test proves nothing"
     assert (pytester.path / "after").read_text() == "0\n"
+
+
+@pytest.mark.slow
+def test_a_crashed_worker_s_daemon_is_ended(tmp_path: Path, marker: str) -> None:
+    (tmp_path / "first").touch()
+    command = f"{daemon(marker, 'setsid')}; sleep 600"
+    write(tmp_path, [{"id": "p", "run": [command], "max_retries": 0}])
+    run = start(tmp_path, "-n", "2")
+    assert _recorded(tmp_path, "setsid", within=10), "the daemon's session was never recorded"
+    [record] = (tmp_path / ".maestro" / "logs").glob("*.running")
+    worker = record_owner(record)
+    assert worker is not None
+    os.kill(worker, signal.SIGKILL)
+    out, _ = run.communicate(timeout=120)
+    assert "1 failed" in out, out[-2000:]
+    assert gone(marker, within=5), "the crashed worker's daemon ran on"
