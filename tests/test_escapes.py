@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from pytest_maestro.leftovers import boot_ticks, end_groups, read_running_record, record_owner
+from pytest_maestro.reaping import children, end_left, is_subreaper, subreaper
 
 from .test_safety import gone, marked
 
@@ -291,3 +292,20 @@ def test_a_crashed_worker_s_daemon_is_ended(tmp_path: Path, marker: str) -> None
     out, _ = run.communicate(timeout=120)
     assert "1 failed" in out, out[-2000:]
     assert gone(marker, within=5), "the crashed worker's daemon ran on"
+
+
+def test_a_double_fork_comes_to_the_subreaper_and_is_ended_and_reaped(
+    tmp_path: Path, marker: str
+) -> None:
+    assert not is_subreaper()
+    with subreaper() as became:
+        assert became and is_subreaper()
+        before = children()
+        # The middle process ends at once: its child comes to us, in a session of its own.
+        subprocess.run(["bash", "-c", f"(setsid {sleeper(marker)} &); {WAIT_READY}"], cwd=tmp_path)
+        [orphan] = children() - before
+        assert marked(marker) == [orphan]
+        assert end_left(before) == [orphan]
+        assert not Path(f"/proc/{orphan}").exists(), "ended but not reaped"
+        assert children() == before
+    assert not is_subreaper()
