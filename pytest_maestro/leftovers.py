@@ -1,6 +1,6 @@
-"""What a phase's commands leave running: the running record of the phase and the process groups
-its commands lead, which a killed run leaves for the next one to end, and processes that left
-their group (``setsid``), found by a token in their environment."""
+"""What a phase's commands leave running when the run is killed: the running record of the phase,
+the process groups its commands lead, the sessions their processes made (``setsid``) and the
+token in an agent CLI's environment, which a killed run leaves for the next one to end."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from .reaping import children, descendants, process, processes, reap
 from .state.journal import fsync_dir
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -28,6 +29,10 @@ from .state.journal import fsync_dir
 # syncing it flushes the data without a file-system journal commit (on ext4 some 0.1 ms, not 3).
 RECORD_SIZE = 4096
 RECORD_SUFFIX = ".running"
+# An agent CLI's attempt runs with a token of its own in the environment, named in the record: a
+# process that left the attempt's group (setsid) in the instant before pytest was killed, before
+# the runner saw it, still carries the token (unless it emptied its environment).
+ATTEMPT_TOKEN = "MAESTRO_ATTEMPT_TOKEN"
 
 # fdatasync flushes the data and the size a write changed, without the rest of the inode.
 _sync_data = getattr(os, "fdatasync", os.fsync)
@@ -93,15 +98,47 @@ class RunningRecord:
         if durable:
             _sync_data(self._fd)
 
-    def add_group(self, pgid: int, started_after: int | None, started_before: int | None) -> None:
+    def add_group(
+        self, pgid: int, started_after: int | None, started_before: int | None, kind: str = ""
+    ) -> None:
+        """A group a command leads (and the session: it leads one), or with ``kind`` "s" a
+        session one of its processes made; its leader started within the window."""
         window = "" if started_after is None else f" {started_after} {started_before}"
-        line = f"{pgid}{window}\n".encode()
+        line = f"{kind}{pgid}{window}\n".encode()
+        os.pwrite(self._fd, line + b"\0", self._end)
+        self._end += len(line)
+
+    def add_token(self, token: str) -> None:
+        """The token in the environment of an attempt's commands."""
+        line = f"t{token}\n".encode()
         os.pwrite(self._fd, line + b"\0", self._end)
         self._end += len(line)
 
     def clear(self) -> None:
         os.pwrite(self._fd, b"\0", 0)
         self._end = 0
+
+
+class SessionWatch:
+    """Called by ``run_process`` once a second while a command runs. The sessions the
+    command's processes make (``setsid``) go to the running record as they are seen: a run
+    killed with SIGKILL runs no code to end them, the next run ends what the record names.
+    (Job control needs none: it stays in the command's session.) What came to us and ended
+    meanwhile is reaped: an agent that daemonises many short jobs leaves no zombies piling up.
+    """
+
+    def __init__(self, leader: int, ours: frozenset[int], record: RunningRecord, after: int | None):
+        self.leader, self.ours, self.record, self.after = leader, ours, record, after
+        self.seen = {leader, os.getsid(0)}
+
+    def __call__(self) -> None:
+        orphans = children() - self.ours - {self.leader}  # the leader is its Popen's to reap
+        reap(orphans)
+        table = processes()
+        below = descendants({self.leader} | orphans, table)
+        for sid in sorted({table[pid].sid for pid in below if pid in table} - self.seen):
+            self.seen.add(sid)
+            self.record.add_group(sid, self.after, boot_ticks(), kind="s")
 
 
 def running_record_path(log_dir: Path, session: str, pid: int) -> Path:
@@ -120,13 +157,34 @@ def running_records(log_dir: Path, session: str) -> list[Path]:
     ]
 
 
+def record_owner(path: Path) -> int | None:
+    """The pid of the process whose running record ``path`` is."""
+    pid = path.name[: -len(RECORD_SUFFIX)].rsplit(".", 1)[-1]
+    return int(pid) if pid.isdigit() else None
+
+
+def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to the processes whose running records these are, if they are our children
+    (an xdist controller's workers; not a process of another run, nor a pid reused); the pids
+    told."""
+    told: list[int] = []
+    for path in paths:
+        pid = record_owner(path)
+        info = process(pid) if pid is not None else None
+        if info is not None and info.ppid == os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(info.pid, sig)
+                told.append(info.pid)
+    return told
+
+
 @dataclass(frozen=True)
 class LeftRunning:
     """What a running record says: the phase its process was running, and the groups it led."""
 
     path: Path
     phase: str | None
-    groups: tuple[str, ...]  # "PGID [STARTED_AFTER STARTED_BEFORE]"
+    groups: tuple[str, ...]  # "[s]ID [STARTED_AFTER STARTED_BEFORE]"
 
 
 def read_running_record(path: Path) -> LeftRunning:
@@ -144,36 +202,77 @@ def read_running_record(path: Path) -> LeftRunning:
 
 
 def end_groups(groups: Iterable[str], grace: float = 0.0) -> list[int]:
-    """End the recorded process groups that still exist (SIGTERM, ``grace`` seconds, SIGKILL;
-    at once with SIGKILL when ``grace`` is 0); the pgids ended.
+    """End what still runs of the recorded process groups and sessions (SIGTERM, ``grace``
+    seconds, SIGKILL; at once with SIGKILL when ``grace`` is 0); the ids ended.
 
-    A pid is not reused while a group of that id exists, so a live member of group N belongs to
-    the recorded group unless N's leader is alive and started outside the recorded window (N was
-    reused after the group ended). Where start times cannot be read, a live leader is left alone.
+    A line ``PGID [AFTER BEFORE]`` names a command's group, which leads a session of its own
+    too: what it put in groups of its own (job control) is in that session. ``sSID [AFTER
+    BEFORE]`` names a session a process of the command made (``setsid``), seen while it ran.
+    A pid is not reused while a group or session of that id exists, so a live member of N
+    belongs to the recorded one unless N's leader is alive and started outside the recorded
+    window (N was reused after it ended). Where start times cannot be read, a live leader is
+    left alone.
     """
-    ended: list[int] = []
-    for line in groups:
-        pid_text, *window_text = line.split()[:3] or [""]
-        if not pid_text.isdigit():
-            continue
-        pid = int(pid_text)
-        window = [int(t) for t in window_text if t.isdigit()]
-        now = _start_ticks(pid)
-        if now is not None and not (window and window[0] <= now <= window[-1]):
-            continue  # reused: the leader is another process now (or unknown as ours)
-        if now is None and _exists(pid):
-            continue  # alive, but its start time is unknown: not ours to kill
-        if group_alive(pid):
-            ended.append(pid)
-    if grace > 0:
-        for pid in ended:
-            signal_group(pid, signal.SIGTERM)
+    lines = list(groups)
+    ids = {pid for line in lines if (pid := _recorded_id(line)) is not None}
+    tokens = [line[1:] for line in lines if line.startswith("t") and line[1:].isalnum()]
+    found = _members(ids, tokens) if ids or tokens else {}
+    if grace > 0 and found:
+        for pid in found:
+            _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(group_alive(pid) for pid in ended):
+        while time.monotonic() < deadline and _members(ids, tokens):
             time.sleep(0.05)
-    for pid in ended:
-        signal_group(pid, signal.SIGKILL)
-    return ended
+    for _ in range(2 if found else 0):  # twice: what forked meanwhile
+        for pid in _members(ids, tokens):
+            _signal(pid, signal.SIGKILL)
+    return sorted(set(found.values()))
+
+
+def _recorded_id(line: str) -> int | None:
+    """The group or session id a record's line names, if it may still be the recorded one."""
+    head, *window_text = line.split()[:3] or [""]
+    text = head[1:] if head.startswith("s") else head
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    if pid in (os.getpgid(0), os.getsid(0)):
+        return None  # never our own
+    window = [int(t) for t in window_text if t.isdigit()]
+    now = _start_ticks(pid)
+    if now is not None and not (window and window[0] <= now <= window[-1]):
+        return None  # reused: the leader is another process now (or unknown as ours)
+    if now is None and _exists(pid):
+        return None  # alive, but its start time is unknown: not ours to kill
+    return pid
+
+
+def _members(ids: set[int], tokens: Iterable[str] = ()) -> dict[int, int]:
+    """Live processes (not zombies) in a group or session of ``ids``, or with one of ``tokens``
+    in their environment: pid -> its group or session id."""
+    needles = [f"{ATTEMPT_TOKEN}={token}\0".encode() for token in tokens]
+    found: dict[int, int] = {}
+    for info in processes().values():
+        if info.state == "Z" or info.pid == os.getpid():
+            continue
+        if info.sid in ids or info.pgid in ids:
+            found[info.pid] = info.sid if info.sid in ids else info.pgid
+        elif needles and _carries(info.pid, needles):
+            found[info.pid] = info.sid
+    return found
+
+
+def _carries(pid: int, needles: list[bytes]) -> bool:
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or another user's
+        return False
+    return any(needle in environment for needle in needles)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
 
 
 def group_alive(pgid: int) -> bool:
@@ -182,11 +281,8 @@ def group_alive(pgid: int) -> bool:
 
 def _start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (Linux), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[-1].split()[19])  # field 22; the name may hold spaces
+    info = process(pid)
+    return None if info is None else info.start
 
 
 def _exists(pid: int) -> bool:
@@ -207,43 +303,3 @@ def _answers(send: Callable[[int, int], None], target: int) -> bool:
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-# -- processes that left their group -----------------------------------------------------------
-#
-# A process that calls setsid() leaves its group, and no signal to the group reaches it. Its
-# environment still holds what it inherited, so an attempt's own token in the environment finds
-# it (on Linux, for the user's own processes, through /proc).
-
-ATTEMPT_TOKEN = "MAESTRO_ATTEMPT_TOKEN"
-
-
-def escaped(token: str) -> list[int]:
-    """Live processes (not zombies) whose environment holds this attempt's token."""
-    needle = f"{ATTEMPT_TOKEN}={token}".encode() + b"\0"
-    found: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return found
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes() and _state(entry) != "Z":
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def _state(entry: Path) -> str:
-    return entry.joinpath("stat").read_text().rsplit(")", 1)[-1].split()[0]
-
-
-def end_escaped(token: str) -> list[int]:
-    """SIGKILL what left the attempt's groups; the pids ended."""
-    ended = escaped(token)
-    for pid in ended:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return ended

@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import re
+import signal
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from .events import Progress
 from .facts import PhaseFacts
 from .git import commit
 from .isolate import Isolation, IsolationError
-from .leftovers import end_groups, read_running_record, running_records
+from .leftovers import end_groups, read_running_record, running_records, tell_owners
 from .outcome import PhaseOutcome
 from .outputs import Written, write_outputs
 from .plan import Phase, Plan
@@ -151,6 +152,14 @@ class Orchestrator:
                 )
 
     # -- phases --------------------------------------------------------------------------------
+
+    def stop_running(self) -> None:
+        """The run is stopped by a signal to the controller, which does not reach its workers:
+        each worker running a phase is told as pytest was (SIGTERM), so that it takes its
+        command's end for the stop it is, never for a failed attempt to retry; then the groups
+        their commands lead are ended here too, in case a worker cannot end them."""
+        tell_owners(running_records(self.log_dir, self.paths.name), signal.SIGTERM)
+        self.end_running()
 
     def end_running(self, phase_id: str | None = None, grace: float = KILL_GRACE) -> list[int]:
         """End the process groups the running records of this plan name (of one phase, or all):

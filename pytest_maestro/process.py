@@ -14,11 +14,14 @@ from io import FileIO
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from .leftovers import RunningRecord, boot_ticks, group_alive, signal_group
+from .leftovers import RunningRecord, SessionWatch, boot_ticks, group_alive, signal_group
+from .reaping import children, end_left
 from .streams import Tee
 
 # Seconds between SIGTERM and SIGKILL when a timeout ends a process group.
 KILL_GRACE = 2.0
+# Seconds between two looks, while a command runs, for sessions its processes made.
+WATCH_EVERY = 1.0
 # poll() takes its timeout in milliseconds as a C int (about 24 days): wait a day at a time.
 POLL_SLICE = 86_400.0
 # What one attempt of a phase may leave in its log; the middle of more is cut (--maestro-log-limit).
@@ -187,6 +190,7 @@ def _run(
     offset = out.tell()
     started = time.monotonic()
     before = boot_ticks()
+    ours = children()  # what becomes ours after this, the command left
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -201,25 +205,33 @@ def _run(
         assert proc.stdout is not None and proc.stderr is not None
         streams = [(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])]
         tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM))
+    watch = None
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
+        watch = SessionWatch(proc.pid, ours, record, before)
     timed_out = False
     try:
         if stdin is not None:
             _feed(proc, stdin)
-        wait(proc, timeout)
+        wait(proc, timeout, watch)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_group(proc)
     except BaseException:
-        kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
-        if tee is not None:
-            tee.ended.set()
+        try:
+            kill_group(proc)  # KeyboardInterrupt, pytest's own timeout: leave nothing behind
+        finally:
+            if tee is not None:
+                tee.ended.set()
+            end_left(ours)
         raise
     if group_alive(proc.pid):  # what it left running in the background is its own, and ends
         kill_group(proc)
-    if tee is not None:
+    left = end_left(ours)  # and so is what left its group
+    if tee is not None:  # after the leftovers: none of them holds a pipe open any more
         tee.finish()
+    if left:
+        out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
 
@@ -255,7 +267,25 @@ def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
     return cut
 
 
-def wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait(
+    proc: subprocess.Popen[bytes], timeout: float, tick: Callable[[], object] | None = None
+) -> None:
+    """``proc.wait(timeout)`` that returns as soon as the process exits; ``tick`` (if any) is
+    called every ``WATCH_EVERY`` seconds meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = max(0.0, deadline - time.monotonic())
+        if tick is None or remaining <= WATCH_EVERY:
+            _wait(proc, remaining)
+            return
+        try:
+            _wait(proc, WATCH_EVERY)
+            return
+        except subprocess.TimeoutExpired:
+            tick()
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """``proc.wait(timeout)`` that returns as soon as the process exits.
 
     ``Popen.wait`` with a timeout polls at 0, 1, 3, 7, 15, 31 ms ... and then every 50 ms, so the

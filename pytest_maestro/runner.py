@@ -19,7 +19,7 @@ from .events import RETRY, STARTED, WAITING, Progress, Teller
 from .files import FileSnapshot, OutsideRoot, file_problems
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
-from .leftovers import ATTEMPT_TOKEN, RunningRecord, end_escaped, running_record_path
+from .leftovers import ATTEMPT_TOKEN, RunningRecord, running_record_path
 from .merge import UNDOES, merge_back, scope, undoes
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .places import keep_preimage, log_path, preimage_path
@@ -267,10 +267,12 @@ class PhaseRunner:
         cfg = self.config
         out.write_line(f"=== attempt {number} ===")
         env = self.env(phase, number)
-        # An agent may start daemons that leave its group: they are found after it by this token.
-        token = secrets.token_hex(8) if cfg.agent_cli else None
-        if token is not None:
-            env[ATTEMPT_TOKEN] = token
+        # What an agent starts ends with its call (reaping); should the run be killed before the
+        # runner sees a daemon, the next run finds it by this token, named in the record.
+        if cfg.agent_cli:
+            env[ATTEMPT_TOKEN] = token = secrets.token_hex(8)
+            if out.record is not None:
+                out.record.add_token(token)
         request = AgentRequest(
             phase,
             self.prompt(phase, number, previous),
@@ -295,13 +297,6 @@ class PhaseRunner:
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)
-        if token is not None:
-            ended = end_escaped(token)
-            if ended:
-                out.write_line(
-                    f"--- ended {len(ended)} process(es) that left the agent's process group "
-                    f"(setsid): {', '.join(map(str, ended))}"
-                )
         agent = call.result
         if not agent.ok:
             return Attempt(number, agent, tokens=call.tokens)

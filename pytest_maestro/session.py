@@ -20,6 +20,7 @@ from .header import header_lines
 from .orchestrator import Orchestrator
 from .outputs import summary_lines
 from .process import interrupted_by
+from .reaping import subreaper
 from .skips import report_skip
 from .state import StateError
 from .texts import table_width
@@ -74,11 +75,16 @@ class MaestroSession:
         """Lock and resume the plan's session, where reports arrive and phases really run.
 
         SIGTERM and SIGHUP stop the run as Ctrl-C does, in every process: the commands' own
-        groups are ended (an xdist controller ends what its workers' records name, since a
-        signal to it does not reach them)."""
+        groups are ended (an xdist controller tells its workers to stop, and ends what their
+        records name, since a signal to it does not reach them). A process that runs phases is
+        the subreaper of what they start, so that what its commands leave is found
+        (``reaping``)."""
         self.pytest_session = session
-        on_signal = self.maestro.end_running if runs_distributed(self.config) else None
+        distributed = runs_distributed(self.config)
+        on_signal = self.maestro.stop_running if distributed else None
         self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
+        if not distributed:
+            self.cleanup.enter_context(subreaper())
         if not self.run.decides or self.config.option.collectonly:
             return
         try:
@@ -172,6 +178,13 @@ class MaestroSession:
             paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
             for line in summary_lines(written, *paths, cwd, table_width()):
                 terminalreporter.line(line)
+        if written is not None and self.interrupted:
+            for row in written.run.rows:
+                if row.status == "in_progress":  # stopped mid-phase: not failed, not done
+                    terminalreporter.write_line(
+                        f"maestro: phase {row.id!r} was interrupted ({self.interrupted}); the "
+                        "next run runs it again, its declared files put back first"
+                    )
         if self.run.resumed:
             terminalreporter.write_line(
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "

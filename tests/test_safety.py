@@ -383,7 +383,7 @@ def test_a_process_that_leaves_its_group_is_found_and_ended(
     result.assert_outcomes(passed=1)
     assert gone(marker, within=5), "a setsid escape outlived its phase"
     log = (pytester.path / ".maestro" / "logs" / "d.log").read_text()
-    assert "process(es) that left the agent's process group (setsid)" in log
+    assert "--- ended 1 process(es) the command left running" in log
 
 
 def test_a_logs_dir_that_cannot_be_used_is_one_line_not_a_traceback(

@@ -19,6 +19,9 @@ here, from markers anywhere in the prompt text:
                            MAESTRO_ATTEMPT, else from "Attempt: N" in the prompt, else 1
   FAKE:BLOCKED             the status line is "BLOCKED: <what stops it>"
   FAKE:NO_HANDOFF          an answer with neither status line nor report
+  FAKE:SHELL command       run `command` with `bash -c` in the agent's working directory, before
+                           anything else; one per line, the rest of the line, in order, each
+                           waited for (what it starts in the background is left running)
   FAKE:HANG                sleep until killed (SIGTERM to the process group ends it)
   FAKE:SLEEP=0.5           sleep that many seconds before answering (the call stays "running")
   FAKE:RATE_LIMIT_OVER=3   answer rate-limited, in the CLI's format and exit code, when more than
@@ -69,6 +72,7 @@ SOLUTIONS_ENV = "FAKE_AGENT_SOLUTIONS"
 DEFAULT_TOKENS = (1200, 150, 0.0042)
 
 _EDIT = re.compile(r"FAKE:EDIT[ \t]+(\S+?)=(.*)$", re.MULTILINE)
+_SHELL = re.compile(r"FAKE:SHELL[ \t]+(.+)$", re.MULTILINE)
 _VALUE = re.compile(r"FAKE:(SLEEP|RATE_LIMIT_OVER)=([0-9.]+)")
 _TOKENS = re.compile(r"FAKE:TOKENS((?:[ \t]+\w+=[0-9.]+)*)")
 _ATTEMPT = re.compile(r"^Attempt:\s*(\d+)", re.MULTILINE)
@@ -328,6 +332,11 @@ class Call:
         May sleep first, or never return (HANG).
         """
         m = self.markers
+        for command in _SHELL.findall(self.prompt):
+            import subprocess  # here: most calls run no command, and the fakes start fast
+
+            # Its output goes to standard error: standard output is the reply.
+            subprocess.run(["bash", "-c", command], cwd=self.root, stdout=sys.stderr, check=False)
         over = m.rate_limit_over is not None and self.running() > m.rate_limit_over
         if "HANG" in m.flags:
             while True:
