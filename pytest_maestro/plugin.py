@@ -72,6 +72,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             numeric = option.kind in ("int", "float")
             shown = format(option.default, "g") if numeric else option.default
             help_text += f" (default: {shown})"
+        if option.bounds is not None:
+            help_text += f" [{option.bounds.rule().removeprefix('a ')}]"
         if option.env:
             unit = " in minutes" if option.env_scale == 60 else ""
             help_text += f" [env {option.env}{unit}]"
