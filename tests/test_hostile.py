@@ -644,6 +644,57 @@ PLAN_CASES = [
         _json([[1, 2]]),
         "phases.json: " + NOT_A_PLAN + "a list",
     ),
+    # --- a NUL written as an escape, in what reaches the OS; numbers out of bounds ------------
+    Case(
+        "nul-in-a-run-command",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: ["echo a\\0b"]\n',
+        "plan.yaml:2: phase 'a' field 'run' holds a NUL character: 'echo a\\x00b'",
+    ),
+    Case(
+        "nul-in-a-check-json",
+        "plan.json",
+        '{"phases": [{"id": "a", "run": ["true"], '
+        '"acceptance": [{"criterion": "c", "check": "test \\u0000"}]}]}',
+        "plan.json:1: phase 'a' field 'acceptance' holds a NUL character: 'test \\x00'",
+    ),
+    Case(
+        "nul-in-an-assumption",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    assumptions: [{claim: c, verify: "t\\0"}]\n',
+        "plan.yaml:2: phase 'a' field 'assumptions' holds a NUL character: 't\\x00'",
+    ),
+    Case(
+        "nul-in-a-declared-path",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    files: ["x\\0y"]\n',
+        "plan.yaml:2: phase 'a' field 'files' holds a NUL character: 'x\\x00y'",
+    ),
+    Case(
+        "nul-in-a-model",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    model: "m\\0"\n',
+        "plan.yaml:2: phase 'a' field 'model' holds a NUL character: 'm\\x00'",
+    ),
+    Case(
+        "nul-in-the-root",
+        "plan.yaml",
+        'root: "x\\0y"\nphases:\n  - id: a\n    run: [echo]\n',
+        "plan.yaml: field 'root' holds a NUL character: 'x\\x00y'",
+    ),
+    Case(
+        "max-retries-past-any-sense",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: [echo]\n    max_retries: 99999999999999999999\n",
+        "plan.yaml:2: phase 'a' field 'max_retries' must be a whole number >= 0 and <= 100, "
+        "got 99999999999999999999",
+    ),
+    Case(
+        "timeout-past-a-week",
+        "plan.json",
+        '{"phases": [{"id": "a", "run": ["true"], "timeout": 1e300}]}',
+        "plan.json:1: phase 'a' field 'timeout' must be a number > 0 and <= 604800, got 1e+300",
+    ),
     # --- not a file ------------------------------------------------------------------------------
     Case("a-directory", "plan.yaml", _directory, "plan.yaml: is a directory, not a plan file"),
 ]
