@@ -785,6 +785,51 @@ AGENT_CASES = [
         AGENT + "*: agent 'builder': env*TOKEN*",
     ),
     Case(
+        "agent-env-name-with-equals",
+        AGENT,
+        _agent('name: builder\nenv: {"A=B": x}\n'),
+        AGENT + "*: agent 'builder': env name 'A=B' is not a variable name "
+        "(letters, digits and _, not first a digit)",
+    ),
+    Case(
+        "agent-env-name-empty",
+        AGENT,
+        _agent('name: builder\nenv: {"": x}\n'),
+        AGENT + "*: agent 'builder': env name '' is not a variable name *",
+    ),
+    Case(
+        "agent-env-value-with-nul",
+        AGENT,
+        _agent('name: builder\nenv: {TOKEN: "a\\0b"}\n'),
+        AGENT + "*: agent 'builder': env TOKEN holds a NUL character: 'a\\x00b'",
+    ),
+    Case(
+        "agent-command-argument-with-nul",
+        AGENT,
+        _agent('name: builder\ncommand: [run, "--x=\\0"]\n'),
+        AGENT + "*: agent 'builder': command holds a NUL character: '--x=\\x00'",
+    ),
+    Case(
+        "agent-model-with-nul",
+        AGENT,
+        _agent('name: builder\nmodel: "m\\0"\n'),
+        AGENT + "*: agent 'builder': model holds a NUL character: 'm\\x00'",
+    ),
+    Case(
+        "agent-timeout-mins-past-a-week",
+        AGENT,
+        _agent("name: builder\ntimeout_mins: 1.0e+12\n"),
+        AGENT
+        + "*: agent 'builder': timeout_mins must be a number > 0 and <= 10080, got 1000000000000.0",
+    ),
+    Case(
+        "agent-max-turns-past-any-sense",
+        AGENT,
+        _agent("name: builder\nmax_turns: 99999999999999999999\n"),
+        AGENT + "*: agent 'builder': max_turns must be a whole number >= 1 and <= 100000, "
+        "got 99999999999999999999",
+    ),
+    Case(
         "agent-command-text",
         AGENT,
         _agent("name: builder\ncommand: claude -p\n"),
