@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, last_lines
+from .cli import CliRuntime, Reply, count, dollars, last_json_object, last_lines
 
 
 class ClaudeRuntime(CliRuntime):
@@ -49,6 +49,6 @@ class ClaudeRuntime(CliRuntime):
             + count(usage.get("cache_creation_input_tokens")),
             output=count(usage.get("output_tokens")),
             cached=count(usage.get("cache_read_input_tokens")),
-            cost=float(data.get("total_cost_usd") or 0.0),
+            cost=dollars(data.get("total_cost_usd"), "total_cost_usd"),
         )
         return Reply(text, error, tokens, str(data.get("session_id") or "") or None)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..handoff import parse_handoff
+from ..numbers import NumberError, reply_dollars, reply_tokens
 from ..process import ProcessResult, run_process
 from ..state.model import Tokens
 from ..texts import one_line
@@ -121,7 +122,11 @@ class CliRuntime:
         if process.timed_out:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
         stderr = process.output(MAX_STDERR_BYTES)
-        reply = self.read_reply(process.exit_code, read_bounded(reply_file), stderr)
+        stdout = read_bounded(reply_file)
+        try:
+            reply = self.read_reply(process.exit_code, stdout, stderr)
+        except NumberError as error:  # a usage or cost this tool cannot count or cap
+            reply = Reply(stdout.strip(), str(error))
         return judge(reply, process.exit_code, (process,))
 
 
@@ -206,7 +211,7 @@ def last_json_object(text: str) -> dict[str, Any] | None:
         return found[-1]
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser recurses
         return None
     return value if isinstance(value, dict) else None
 
@@ -219,13 +224,19 @@ def json_lines(text: str) -> list[dict[str, Any]]:
         if line.startswith("{"):
             try:
                 value = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict):
                 found.append(value)
     return found
 
 
-def count(value: Any) -> int:
-    """A token count from a CLI's JSON: a number, else 0."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+def count(value: Any, field: str = "token count") -> int:
+    """A token count from a CLI's JSON: absent is 0; anything but a count is NumberError."""
+    return reply_tokens(value, field)
+
+
+def dollars(value: Any, field: str) -> float:
+    """A cost from a CLI's JSON: absent is 0; NaN, negative or not a number is NumberError
+    (such a cost would disable or undo the budget)."""
+    return reply_dollars(value, field)
