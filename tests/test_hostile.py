@@ -917,11 +917,17 @@ def _snapshot_a_directory(snapshot: Path, journal: Path) -> None:
     snapshot.mkdir()
 
 
+def _journal_a_directory(snapshot: Path, journal: Path) -> None:
+    journal.unlink(missing_ok=True)
+    journal.mkdir()
+
+
 @dataclass(frozen=True)
 class Damaged:
     id: str
     damage: Damage
     file: str  # the suffix of the file the message must name
+    words: str = "*"  # what the message says of the damage, naming the field
     xfail: str | None = None
 
     def param(self) -> object:
@@ -934,16 +940,19 @@ SESSION_CASES = [
         "journal-unknown-status",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "exploded"}'),
         ".journal",
+        "entry 99: field 'status' must be one of pending, *, got 'exploded'",
     ),
     Damaged(
         "journal-record-without-status",
         _journal('{"seq": 99, "op": "record", "phase": "a"}'),
         ".journal",
+        "entry 99: field 'status' is missing",
     ),
     Damaged(
         "journal-facts-a-list",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "failed", "facts": [1]}'),
         ".journal",
+        "entry 99: field 'facts' must be a mapping, got [1]",
     ),
     Damaged(
         "journal-tokens-text",
@@ -952,6 +961,7 @@ SESSION_CASES = [
             '"facts": {"tokens": "many"}}'
         ),
         ".journal",
+        "entry 99: field 'tokens' must be a mapping, got 'many'",
     ),
     Damaged(
         "journal-files-a-number",
@@ -960,46 +970,55 @@ SESSION_CASES = [
             '"facts": {"files_created": 5}}'
         ),
         ".journal",
+        "entry 99: field 'files_created' must be a list of text, got 5",
     ),
     Damaged(
         "journal-session-fields-a-list",
         _journal('{"seq": 99, "op": "session", "fields": [1, 2]}'),
         ".journal",
+        "entry 99: field 'fields' must be a mapping, got [1, 2]",
     ),
     Damaged(
         "session-phases-text",
         _front(r"^phases:\n", "phases: all of them\nold_phases:\n"),
         ".md",
+        "field 'phases' must be a list of mappings, got 'all of them'",
     ),
     Damaged(
         "session-phase-unknown-status",
         _front(r"status: completed\n  agents", "status: exploded\n  agents"),
         ".md",
+        "phase 'a': field 'status' must be one of pending, *, got 'exploded'",
     ),
     Damaged(
         "session-phase-without-id",
         _front(r"^- id: a$", "- ident: a"),
         ".md",
+        "phase 1: field 'id' is missing",
     ),
     Damaged(
         "session-journal-seq-text",
         _front(r"^journal_seq: \d+$", "journal_seq: many"),
         ".md",
+        "field 'journal_seq' must be a whole number >= 0*, got 'many'",
     ),
     Damaged(
         "session-token-usage-a-list",
         _front(r"^token_usage:$", "token_usage: [1, 2]\nold_usage:"),
         ".md",
+        "field 'token_usage' must be a mapping, got [1, 2]",
     ),
     Damaged(
         "session-attempts-text",
         _front(r"attempts: 1$", "attempts: often"),
         ".md",
+        "phase 'a': field 'attempts' must be a whole number >= 0*, got 'often'",
     ),
     Damaged(
         "session-errors-a-number",
         _front(r"errors: \[\]$", "errors: 5"),
         ".md",
+        "phase 'a': field 'errors' must be a list of mappings, got 5",
     ),
     Damaged(
         "session-without-frontmatter",
@@ -1020,6 +1039,29 @@ SESSION_CASES = [
         "session-a-directory",
         _snapshot_a_directory,
         ".md",
+    ),
+    Damaged(
+        "journal-a-directory",
+        _journal_a_directory,
+        ".journal",
+    ),
+    Damaged(
+        "session-cost-nan",
+        _front(r"^  total_output: 0$", "  total_output: 0\n  total_cost: .nan"),
+        ".md",
+        "field 'total_cost' must be a number >= 0*, got nan",
+    ),
+    Damaged(
+        "session-attempts-negative",
+        _front(r"attempts: 1$", "attempts: -3"),
+        ".md",
+        "phase 'a': field 'attempts' must be a whole number >= 0*, got -3",
+    ),
+    Damaged(
+        "session-phase-a-list",
+        _front(r"^- id: a$", "- [a, b]\n- id: a"),
+        ".md",
+        "phase 1: must be a mapping, got ['a', 'b']",
     ),
 ]
 
@@ -1042,7 +1084,18 @@ def test_a_damaged_session_gets_one_line_naming_the_file_and_the_way_out(
     damaged = _damaged_session(pytester, case)
     before = outside_state(pytester.path)
     ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml")
-    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*--maestro-fresh*")
+    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*{case.words}*--maestro-fresh*")
+    assert outside_state(pytester.path) == before
+
+
+@pytest.mark.parametrize("case", [case.param() for case in SESSION_CASES])
+def test_maestro_status_tells_a_damaged_session_in_one_line_as_a_run_does(
+    pytester: pytest.Pytester, case: Damaged
+) -> None:
+    damaged = _damaged_session(pytester, case)
+    before = outside_state(pytester.path)
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml", "--maestro-status")
+    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*{case.words}*")
     assert outside_state(pytester.path) == before
 
 
