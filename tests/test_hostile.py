@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -1111,6 +1112,56 @@ def test_maestro_fresh_gets_past_a_damaged_session_and_keeps_it(
     if kept is not None:  # the damaged file is archived, not lost
         archived = list((pytester.path / STATE_DIR / "archive").glob(f"*{damaged.suffix}"))
         assert [path.read_bytes() for path in archived] == [kept]
+
+
+# What this tool keeps in its state dir, each given the wrong shape: a directory where a file
+# belongs, a file where a directory belongs, and the state dir itself a file.
+WRONG_SHAPES = [
+    "{name}.lock",
+    "{name}.info",
+    "{name}.spend",
+    "{name}.journal",
+    "summary.json",
+    ".gitignore",
+    "archive",
+    "logs",
+    "preimages",
+    "replaced",
+    "",
+]
+
+
+@pytest.mark.parametrize("where", WRONG_SHAPES, ids=[w or "the-state-dir" for w in WRONG_SHAPES])
+def test_maestro_fresh_recovers_from_any_shape_of_state_dir_and_keeps_what_it_moves(
+    pytester: pytest.Pytester, where: str
+) -> None:
+    (pytester.path / "plan.yaml").write_text(SESSION_PLAN)
+    ret, stdout, _ = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert ret == 0, stdout
+    state = pytester.path / STATE_DIR
+    [snapshot] = state.glob("plan-*.md")
+    path = state / where.format(name=snapshot.stem) if where else state
+    if where in ("", "archive", "logs", "preimages", "replaced"):  # a file, not a directory
+        shutil.rmtree(path, ignore_errors=True)
+        path.write_text("in the way\n")
+    else:
+        path.unlink(missing_ok=True)
+        path.mkdir()
+        (path / "kept.txt").write_text("in the way\n")
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml", "--maestro-fresh")
+    assert ret == 0, stdout + stderr
+    assert "2 passed" in stdout
+    assert "Traceback" not in stdout + stderr
+    moved = [line for line in stdout.splitlines() if "moved aside" in line]
+    assert len(moved) == 1, stdout
+    kept = [
+        p for p in (state / "archive").rglob("*") if p.is_file() and p.read_text() == "in the way\n"
+    ]
+    assert len(kept) == 1, sorted((state / "archive").rglob("*"))
+    assert kept[0].relative_to(pytester.path).parts[0] == STATE_DIR
+    # and the next run, without --maestro-fresh, uses the state dir as it is now
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert ret == 0, stdout + stderr
 
 
 # -- the command line -------------------------------------------------------------------------
