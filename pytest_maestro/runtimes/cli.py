@@ -121,13 +121,18 @@ class CliRuntime:
             return AgentResult("blocked", f"{argv[0]!r} cannot be executed")
         if process.timed_out:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
-        stderr = process.output(MAX_STDERR_BYTES)
-        stdout = read_bounded(reply_file)
-        try:
-            reply = self.read_reply(process.exit_code, stdout, stderr)
-        except NumberError as error:  # a usage or cost this tool cannot count or cap
-            reply = Reply(stdout.strip(), str(error))
+        reply = self.read(
+            process.exit_code, read_bounded(reply_file), process.output(MAX_STDERR_BYTES)
+        )
         return judge(reply, process.exit_code, (process,))
+
+    def read(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        """``read_reply``, with a usage or cost this tool cannot count or cap made the reply's
+        error: the attempt fails saying which, and no such number reaches the budget."""
+        try:
+            return self.read_reply(exit_code, stdout, stderr)
+        except NumberError as error:
+            return Reply(stdout.strip(), str(error))
 
 
 def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -> AgentResult:
@@ -234,6 +239,14 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 def count(value: Any, field: str = "token count") -> int:
     """A token count from a CLI's JSON: absent is 0; anything but a count is NumberError."""
     return reply_tokens(value, field)
+
+
+def uncached(total: int, cached: int, field: str) -> int:
+    """The tokens of ``total`` not read from the cache, for CLIs whose input count includes
+    the cached ones: more cached than in all is a reply that cannot be counted."""
+    if cached > total:
+        raise NumberError(f"the reply's cached tokens ({cached}) exceed its {field} ({total})")
+    return total - cached
 
 
 def dollars(value: Any, field: str) -> float:

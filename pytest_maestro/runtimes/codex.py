@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, json_lines, last_lines
+from .cli import CliRuntime, Reply, count, json_lines, last_lines, uncached
 
 
 class CodexRuntime(CliRuntime):
@@ -47,7 +47,7 @@ class CodexRuntime(CliRuntime):
                 if isinstance(usage, dict):
                     cached = count(usage.get("cached_input_tokens"))
                     tokens += Tokens(
-                        count(usage.get("input_tokens")) - cached,
+                        uncached(count(usage.get("input_tokens")), cached, "input_tokens"),
                         count(usage.get("output_tokens")),
                         cached,
                     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, last_lines
+from .cli import CliRuntime, Reply, count, last_json_object, last_lines, uncached
 
 EXIT_CODES = {1: "API error", 42: "input error", 53: "turn limit reached", 173: "429"}
 
@@ -62,6 +62,8 @@ def _tokens(stats: Any) -> Tokens | None:
         if isinstance(tokens, dict):
             cached = count(tokens.get("cached"))
             total += Tokens(
-                count(tokens.get("prompt")) - cached, count(tokens.get("candidates")), cached
+                uncached(count(tokens.get("prompt")), cached, "prompt tokens"),
+                count(tokens.get("candidates")),
+                cached,
             )
     return total
