@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from . import numbers
 from .analysis import FORMATS as ANALYZE_FORMATS
 from .plan import PlanError, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
@@ -202,10 +203,19 @@ def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path
 
 
 def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
-    """Seconds each phase took when it last completed, from pytest's cache."""
+    """Seconds each phase took when it last completed, from pytest's cache; a value that is not
+    a duration (the cache is a file anyone may edit) is left out, as if never measured."""
     cache = getattr(config, "cache", None)
     found = cache.get(key, {}) if cache is not None else {}
-    return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    durations = {}
+    for phase_id, value in found.items():
+        try:
+            durations[str(phase_id)] = float(numbers.ESTIMATE.check(value))
+        except numbers.NumberError:
+            continue
+    return durations
 
 
 # What this tool writes in its state dir: sessions, journals, locks, ledgers, their temporary

@@ -1432,3 +1432,26 @@ def test_what_could_hang_or_exhaust_memory_is_refused_in_bounded_time_and_memory
     else:  # read: the analysis is printed
         assert run.stdout.startswith("Plan: "), run.stdout[:500] + run.stderr[-2000:]
     assert outside_state(work) == before
+
+
+# -- pytest's cache ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"a": "soon", "b": NaN}', '{"a": [1], "b": -Infinity}', '[1, 2]', '{"a": 1e999}'],
+    ids=["text-and-nan", "list-and-infinity", "a-list", "overflow"],
+)
+def test_measured_durations_that_are_not_durations_are_left_out(
+    pytester: pytest.Pytester, content: str
+) -> None:
+    """The durations pytest's cache keeps order the next run's phases: a hand-edited or damaged
+    cache orders them as if unmeasured, and the run goes on."""
+    (pytester.path / "plan.yaml").write_text(SESSION_PLAN)
+    assert pytester.runpytest("--maestro", "plan.yaml").ret == 0
+    [cached] = (pytester.path / ".pytest_cache" / "v" / "maestro" / "durations").iterdir()
+    cached.write_text(content)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
