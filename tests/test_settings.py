@@ -454,3 +454,18 @@ def test_state_dir_outside_the_root_is_refused_from_any_source(
     assert "Traceback" not in result.stderr.str()
     assert not outside.exists()
     assert not (pytester.path / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "1e12", "nan"])
+def test_a_stagger_past_its_bounds_under_xdist_is_one_line_before_any_worker_starts(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    write_plan(pytester, [phase("a", "touch a.txt"), phase("b", "touch b.txt")])
+    result = pytester.runpytest("--maestro", "plan.yaml", "-n", "2", f"--maestro-stagger={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    result.stderr.fnmatch_lines(
+        ["ERROR: --maestro-stagger must be a number >= 0 and <= 600, got *"]
+    )
+    assert not (pytester.path / "a.txt").exists()
