@@ -262,7 +262,17 @@ class Settings:
                 bounds.check(value)
             except numbers.NumberError:
                 raise SettingsError(f"{source} must be {bounds.rule()}, got {raw}") from None
-        for name in ("model", "root", "state_dir", "runtime", "agents_dir", "report", "tag"):
+        texts = (
+            "model",
+            "root",
+            "state_dir",
+            "runtime",
+            "agents_dir",
+            "report",
+            "tag",
+            "isolate_include",
+        )
+        for name in texts:
             if "\x00" in (getattr(self, name) or ""):
                 source, raw = origins[name]
                 raise SettingsError(f"{source} holds a NUL character: {raw!r}")

@@ -354,6 +354,13 @@ BAD = [
         "ERROR: ini maestro_timeout must be a number > 0 and <= 604800, got inf",
     ),
     (
+        "ini-nul-in-a-model",
+        [],
+        {},
+        "maestro_model = a\x00b",
+        "ERROR: ini maestro_model holds a NUL character: 'a\\x00b'",
+    ),
+    (
         "ini-not-a-bool",
         [],
         {},
