@@ -44,7 +44,8 @@ class Bounds:
             if not value.is_integer():
                 raise NumberError(f"must be {self.rule()}, got {_shown(value)}")
             value = int(value)
-        if not (math.isfinite(value) and self.least <= value <= self.most) or (
+        finite = isinstance(value, int) or math.isfinite(value)  # a huge int has no float
+        if not (finite and self.least <= value <= self.most) or (
             self.above and value == self.least
         ):
             raise NumberError(f"must be {self.rule()}, got {_shown(value)}")
@@ -52,8 +53,17 @@ class Bounds:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**60:
+        # past 4,300 digits Python refuses to write it at all
+        return f"a whole number of {_digits(abs(value))} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits ``value`` has, without writing it out."""
+    guess = int(value.bit_length() * math.log10(2))
+    return guess + 1 if value >= 10**guess else guess
 
 
 # Options, plan fields and agent fields.

@@ -691,6 +691,13 @@ PLAN_CASES = [
         "got 99999999999999999999",
     ),
     Case(
+        "max-retries-of-400-digits",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: [echo]\n    max_retries: 1" + "0" * 400 + "\n",
+        "plan.yaml:2: phase 'a' field 'max_retries' must be a whole number >= 0 and <= 100, "
+        "got a whole number of 401 digits",
+    ),
+    Case(
         "timeout-past-a-week",
         "plan.json",
         '{"phases": [{"id": "a", "run": ["true"], "timeout": 1e300}]}',
