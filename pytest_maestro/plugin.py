@@ -194,7 +194,7 @@ def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path
         explicit.append(config.invocation_params.dir / settings.agents_dir)
     return [
         *explicit,
-        plan.resolve().parent / "agents",
+        plan.parent / "agents",
         root / "agents",
         config.rootpath / "agents",
         root / ".claude" / "agents",
