@@ -54,7 +54,7 @@ class Fields:
         return str(value)
 
     def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> str:
-        value = self.text(key, default)
+        value = self.text(key) or default
         if value is None:
             raise FieldError(f"{self._at()}field {key!r} is missing")
         if value not in choices:
