@@ -10,7 +10,6 @@ project's (``runtime``, ``command``, ``prompt_via``, ``env``).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,13 +18,17 @@ from typing import Any
 
 import yaml
 
-from .plan.errors import PlanError
+from . import numbers
+from .plan.errors import PlanError, quoted
 from .plan.front_matter import FrontMatterError, load_yaml, split_front_matter
 from .plan.source import read_bounded
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
 MAX_AGENT_BYTES = 1024 * 1024  # a role's instructions, not a library
 PROMPT_VIA = ("stdin", "file")
+# What an environment variable's name may be: a shell could name it, and ``=`` or NUL in it
+# would reach the OS as another variable or not at all.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Claude Code's ``model: inherit`` means "the caller's model": no model of its own.
 _NO_MODEL = ("", "inherit", "default", "null", "none")
 
@@ -134,9 +137,9 @@ def load_agent(path: Path) -> Agent:
         description=reader.text("description") or "",
         runtime=reader.text("runtime"),
         model=None if model is None or model.lower() in _NO_MODEL else model,
-        timeout_mins=reader.number("timeout_mins", positive=True),
+        timeout_mins=reader.number("timeout_mins", numbers.TIMEOUT_MINUTES),
         tools=reader.words("tools"),
-        temperature=reader.number("temperature"),
+        temperature=reader.number("temperature", numbers.TEMPERATURE),
         max_turns=reader.integer("max_turns"),
         command=reader.words("command", split=False),
         prompt_via=prompt_via,
@@ -165,19 +168,25 @@ class _Fields:
         return PlanError(f"agent {self.name!r}: {problem}", self.path)
 
     def text(self, key: str) -> str | None:
-        return _text(self.meta.get(key), key, self.path)
+        text = _text(self.meta.get(key), key, self.path)
+        self.no_nul(key, text or "")
+        return text
 
-    def number(self, key: str, positive: bool = False) -> float | None:
+    def no_nul(self, key: str, text: str) -> None:
+        """What goes to a command line or an environment cannot hold a NUL."""
+        if "\x00" in text:
+            raise self.error(f"{key} holds a NUL character: {quoted(text)}")
+
+    def number(self, key: str, bounds: numbers.Bounds) -> float | None:
         value = self.meta.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(f"{key} must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise self.error(f"{key} must be a finite number, got {value!r}")
-        if positive and value <= 0:
-            raise self.error(f"{key} must be > 0, got {value!r}")
-        return float(value)
+        try:
+            return float(bounds.check(value))
+        except numbers.NumberError as error:
+            raise self.error(f"{key} {error}") from None
 
     def integer(self, key: str) -> int | None:
         value = self.meta.get(key)
@@ -185,7 +194,10 @@ class _Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise self.error(f"{key} must be a whole number > 0, got {value!r}")
-        return value
+        try:
+            return int(numbers.TURNS.check(value))
+        except numbers.NumberError as error:
+            raise self.error(f"{key} {error}") from None
 
     def words(self, key: str, split: bool = True) -> tuple[str, ...]:
         """A list, or (``tools: Read, Edit``, as Claude Code writes it) a comma-separated text."""
@@ -197,6 +209,8 @@ class _Fields:
                 raise self.error(f"{key} must be a list of arguments, got {value!r}")
             return tuple(word.strip() for word in value.split(",") if word.strip())
         if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+            for item in value:
+                self.no_nul(key, str(item))
             return tuple(str(v) for v in value)
         raise self.error(f"{key} must be a list of text, got {value!r}")
 
@@ -207,6 +221,12 @@ class _Fields:
         if not isinstance(value, dict):
             raise self.error(f"env must be a mapping of names to values, got {value!r}")
         for name, item in value.items():
+            if not _ENV_NAME.fullmatch(str(name)):
+                raise self.error(
+                    f"env name {quoted(str(name))} is not a variable name "
+                    "(letters, digits and _, not first a digit)"
+                )
             if isinstance(item, (dict, list)):
                 raise self.error(f"env {name!s} must be text, got {item!r}")
+            self.no_nul(f"env {name}", "" if item is None else str(item))
         return tuple((str(k), "" if v is None else str(v)) for k, v in value.items())

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .numbers import DOLLARS, NumberError
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -23,7 +25,7 @@ class Budget:
         self.ledger.write_text("")
 
     def add(self, phase_id: str, attempt: int, cost: float) -> None:
-        if cost <= 0:
+        if not _cost(cost):
             return
         line = json.dumps({"phase": phase_id, "attempt": attempt, "cost": cost}) + "\n"
         fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -43,7 +45,7 @@ class Budget:
             try:
                 entry = json.loads(line)
                 if phase_id is None or entry["phase"] == phase_id:
-                    total += float(entry["cost"])
+                    total += _cost(entry["cost"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line a kill cut short
         return total
@@ -72,3 +74,12 @@ class Budget:
             caps.append(phase_cap - self.spent(phase_id))
         known = [cap for cap in caps if cap is not None]
         return max(0.0, min(known)) if known else None
+
+
+def _cost(value: object) -> float:
+    """Dollars an entry may count: NaN would make every comparison with a cap false and a
+    negative cost would give money back, so such a value counts as nothing."""
+    try:
+        return float(DOLLARS.check(value))
+    except NumberError:
+        return 0.0

@@ -36,6 +36,7 @@ from .runner import PhaseRunner, RunConfig
 from .runtimes import Runtime
 from .settings import Settings, SettingsError
 from .state import SessionDoc, SessionPaths, StateError, read_session
+from .state.aside import move_aside
 from .texts import os_error_text
 
 
@@ -97,12 +98,17 @@ class Orchestrator:
 
     def open_state(self, parallel: bool) -> None:
         """Lock and resume the plan's session; StateError when it cannot be used."""
+        if self.settings.fresh:  # whatever is in the way of a new session goes aside
+            try:
+                self.notes += move_aside(self.state_dir, self.paths.name)
+            except OSError as exc:
+                raise StateError(f"--maestro-fresh: {os_error_text(exc)}") from None
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StateError(
                 f"cannot use {self.log_dir} for the phases' logs: {exc.strerror}; it must be a "
-                "directory this tool can write"
+                "directory this tool can write (--maestro-fresh moves aside what is in the way)"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         try:

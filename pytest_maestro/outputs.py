@@ -20,6 +20,9 @@ from .state.model import SessionDoc
 from .summary import summary_json, text_table
 
 SUMMARY_NAME = "summary.json"
+# The first line of the report ``--maestro-report`` writes: an HTML comment, which Markdown shows
+# nowhere. A file without it is not this tool's, and is never written over.
+REPORT_MARKER = "<!-- pytest-maestro run report: --maestro-report rewrites this file -->"
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,36 @@ def write_outputs(
     text = run_report.render(run)
     problems: list[str] = []
     summary = _write(state_dir / SUMMARY_NAME, summary_json(run), problems, "summary")
-    written = _write(report, text, problems, "report") if report is not None else None
+    written = None
+    if report is not None:
+        written = _write(report, f"{REPORT_MARKER}\n{text}", problems, "report")
     step = env.get("GITHUB_STEP_SUMMARY", "").strip()
     step_path = _append_bounded(Path(step), run, problems) if step else None
     return Written(run, summary, written, step_path, tuple(problems))
+
+
+def report_refusal(report: Path, plan: Path) -> str | None:
+    """Why the report may not be written at ``report``: it is the plan, or a file this tool
+    did not write (one that exists, is not empty, and lacks the marker). None: it may."""
+    if report.resolve() == plan.resolve():
+        return "is the plan"
+    try:
+        info = report.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be looked at: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_size == 0:
+        return None
+    mark = REPORT_MARKER.encode()
+    try:
+        with report.open("rb") as handle:
+            first = handle.read(len(mark))
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None if first == mark else "holds a file this tool did not write (no report marker)"
 
 
 # GitHub takes at most 1 MiB of step summary per step, and Mermaid renders no diagram past

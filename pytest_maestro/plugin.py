@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from . import numbers
 from .analysis import FORMATS as ANALYZE_FORMATS
 from .plan import PlanError, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
@@ -72,6 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             numeric = option.kind in ("int", "float")
             shown = format(option.default, "g") if numeric else option.default
             help_text += f" (default: {shown})"
+        if option.bounds is not None:
+            help_text += f" [{option.bounds.rule().removeprefix('a ')}]"
         if option.env:
             unit = " in minutes" if option.env_scale == 60 else ""
             help_text += f" [env {option.env}{unit}]"
@@ -148,8 +151,8 @@ def pytest_configure(config: pytest.Config) -> None:
         plan = load_plan(settings.plan, settings.format, settings.tag)
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
-        report_outside_state_dir(
-            config.invocation_params.dir, settings.report, root, settings.state_dir
+        report_allowed(
+            config.invocation_params.dir, settings.report, root, settings.state_dir, plan.path
         )
         maestro = Orchestrator(
             settings,
@@ -200,10 +203,19 @@ def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path
 
 
 def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
-    """Seconds each phase took when it last completed, from pytest's cache."""
+    """Seconds each phase took when it last completed, from pytest's cache; a value that is not
+    a duration (the cache is a file anyone may edit) is left out, as if never measured."""
     cache = getattr(config, "cache", None)
     found = cache.get(key, {}) if cache is not None else {}
-    return {k: float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    durations = {}
+    for phase_id, value in found.items():
+        try:
+            durations[str(phase_id)] = float(numbers.ESTIMATE.check(value))
+        except numbers.NumberError:
+            continue
+    return durations
 
 
 # What this tool writes in its state dir: sessions, journals, locks, ledgers, their temporary
@@ -240,16 +252,22 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         )
 
 
-def report_outside_state_dir(cwd: Path, report: str | None, root: Path, state_dir: str) -> None:
+def report_allowed(cwd: Path, report: str | None, root: Path, state_dir: str, plan: Path) -> None:
     """The state dir holds only what this tool writes: a report there would make the next run
-    refuse the directory, so it is refused now."""
+    refuse the directory, so it is refused now. Nor may the report replace the plan or a file
+    of the user's (see ``outputs.report_refusal``)."""
     if not report:
         return
+    from .outputs import report_refusal
+
     if (cwd / report).resolve().is_relative_to((root / state_dir).resolve()):
         raise SettingsError(
             f"--maestro-report {report} is inside the state dir {state_dir}, which holds "
             "only the session's own files: write the report elsewhere"
         )
+    why = report_refusal(cwd / report, plan)
+    if why is not None:
+        raise SettingsError(f"--maestro-report {report} {why}: write the report elsewhere")
 
 
 # What marks the top of a project, as pytest's own rootdir search knows it, plus git.
@@ -264,9 +282,10 @@ def project_root(
     *,
     create: bool = True,
 ) -> Path:
-    """``--maestro-root`` (or its ini key), else the plan's ``root:``, else pytest's rootdir when
-    ``--rootdir`` names it or the plan lies inside it, else the plan's nearest ancestor that looks
-    like a project top: the same root, and so the same session, wherever pytest starts.
+    """``--maestro-root`` (or its ini key), else the plan's ``root:`` (relative to the plan's real
+    path), else pytest's rootdir when ``--rootdir`` names it or the plan lies inside it, else the
+    plan's nearest ancestor that looks like a project top: the same root, and so the same
+    session, wherever pytest starts and however the plan is named.
 
     An explicit option beats the plan so that one plan can be run against another checkout; it
     must exist (a typo must not become a new directory). A plan's own ``root:`` is created when
@@ -278,7 +297,9 @@ def project_root(
         if not root.is_dir():
             raise SettingsError(f"project root {root} (--maestro-root) is not a directory")
     elif declared:
-        root = plan.parent / declared
+        # From the plan's real folder, as its session key is: one plan, one root and one
+        # session, whether it is reached through a link from elsewhere or not.
+        root = plan.resolve().parent / declared
     elif config.option.rootdir or plan.resolve().is_relative_to(config.rootpath.resolve()):
         root = config.rootpath
     else:

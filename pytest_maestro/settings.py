@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from . import numbers
+from .numbers import Bounds
 from .plan import FORMAT_NAMES
 
 SCHEDULES = ("dag", "waves")
@@ -30,6 +32,7 @@ class Option:
     env: str | None = None
     env_scale: float = 1.0  # MAESTRO_AGENT_TIMEOUT is in minutes, the option in seconds
     choices: tuple[str, ...] = ()
+    bounds: Bounds | None = None  # what a number must be: finite, within these
 
     @property
     def flag(self) -> str:
@@ -60,9 +63,23 @@ OPTIONS: tuple[Option, ...] = (
         600.0,
         env="MAESTRO_AGENT_TIMEOUT",
         env_scale=60.0,
+        bounds=numbers.TIMEOUT,
     ),
-    Option("check_timeout", "seconds one acceptance check may take", "float", 300.0),
-    Option("max_retries", "extra attempts after a failed one", "int", 2, env="MAESTRO_MAX_RETRIES"),
+    Option(
+        "check_timeout",
+        "seconds one acceptance check may take",
+        "float",
+        300.0,
+        bounds=numbers.TIMEOUT,
+    ),
+    Option(
+        "max_retries",
+        "extra attempts after a failed one",
+        "int",
+        2,
+        env="MAESTRO_MAX_RETRIES",
+        bounds=numbers.RETRIES,
+    ),
     Option(
         "state_dir",
         "session state directory, inside the project root",
@@ -84,6 +101,7 @@ OPTIONS: tuple[Option, ...] = (
         "int",
         0,
         env="MAESTRO_MAX_CONCURRENT",
+        bounds=numbers.CONCURRENT,
     ),
     Option(
         "stagger",
@@ -91,12 +109,14 @@ OPTIONS: tuple[Option, ...] = (
         "float",
         0.0,
         env="MAESTRO_STAGGER_DELAY",
+        bounds=numbers.STAGGER,
     ),
     Option(
         "circuit_breaker",
         "stop when this share of pending phases would be skipped (0: off)",
         "float",
         0.5,
+        bounds=numbers.SHARE,
     ),
     Option(
         "runtime",
@@ -127,6 +147,7 @@ OPTIONS: tuple[Option, ...] = (
         "float",
         0.0,
         env="MAESTRO_BUDGET_USD",
+        bounds=numbers.DOLLARS,
     ),
     Option(
         "max_wait",
@@ -134,12 +155,14 @@ OPTIONS: tuple[Option, ...] = (
         "float",
         900.0,
         env="MAESTRO_MAX_WAIT",
+        bounds=numbers.WAIT,
     ),
     Option(
         "log_limit",
         "megabytes one attempt may leave in its phase's log; the middle of more is cut",
         "float",
         10.0,
+        bounds=numbers.LOG_MEGABYTES,
     ),
     Option(
         "commit",
@@ -222,20 +245,37 @@ class Settings:
         return settings
 
     def _check(self, origins: Mapping[str, tuple[str, str]]) -> None:
-        """``origins``: per field, where its value came from and the value as written there."""
-
-        def bad(name: str, rule: str) -> SettingsError:
-            source, raw = origins[name]
-            return SettingsError(f"{source} must be {rule}, got {raw}")
-
-        for name in ("timeout", "check_timeout", "log_limit"):
-            if getattr(self, name) <= 0:
-                raise bad(name, "> 0")
-        for name in ("max_retries", "max_concurrent", "stagger", "budget_usd", "max_wait"):
-            if getattr(self, name) < 0:
-                raise bad(name, ">= 0")
-        if not 0 <= self.circuit_breaker <= 1:
-            raise bad("circuit_breaker", "between 0 and 1")
+        """``origins``: per field, where its value came from and the value as written there.
+        Every number is checked against its option's bounds, in the unit of its source."""
+        for option in OPTIONS:
+            if option.bounds is None:
+                continue
+            source, raw = origins[option.name]
+            bounds = option.bounds
+            if source.startswith("environment") and option.env_scale != 1.0:
+                scale = option.env_scale
+                bounds = Bounds(bounds.least / scale, bounds.most / scale, bounds.above)
+                value = getattr(self, option.name) / scale
+            else:
+                value = getattr(self, option.name)
+            try:
+                bounds.check(value)
+            except numbers.NumberError:
+                raise SettingsError(f"{source} must be {bounds.rule()}, got {raw}") from None
+        texts = (
+            "model",
+            "root",
+            "state_dir",
+            "runtime",
+            "agents_dir",
+            "report",
+            "tag",
+            "isolate_include",
+        )
+        for name in texts:
+            if "\x00" in (getattr(self, name) or ""):
+                source, raw = origins[name]
+                raise SettingsError(f"{source} holds a NUL character: {raw!r}")
 
 
 def _resolve(

@@ -13,23 +13,23 @@ from pathlib import Path
 from .plan import Plan
 from .rows import RunView, view
 from .run_report import totals
-from .state import PhaseState, SessionDoc, SessionPaths, read_session
+from .state import PhaseState, SessionDoc, SessionPaths, StateError, read_session
 from .state.lock import holder_of
 from .summary import summary_dict, text_table
-from .texts import table_width
+from .texts import os_error_text, table_width
 
 FORMATS = ("text", "json")
 
 
 def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
     """The status text and the exit code: 0 when every phase completed, 1 otherwise.
-    SessionCorrupt (one line) for a session that cannot be read."""
+    StateError (one line) for a session that cannot be read."""
     paths = SessionPaths.for_plan(root / state_dir, plan, root)
     found = paths.snapshot.exists() or paths.journal.exists()
-    if found:
+    try:
         doc = read_session(paths.snapshot) if paths.snapshot.exists() else _empty(plan)
-    else:
-        doc = _empty(plan)
+    except OSError as error:  # a directory, no permission: what a run would say, in one line
+        raise StateError(f"cannot use session {paths.snapshot}: {os_error_text(error)}") from None
     run = view(doc, datetime.now(timezone.utc), plan.ids, plan.done_ids)
     code = 0 if run.all_completed else 1
     if fmt == "json":

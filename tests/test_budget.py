@@ -62,3 +62,22 @@ def test_concurrent_writers_lose_no_line(tmp_path: Path) -> None:
         worker.join()
     assert len(ledger.read_text().splitlines()) == 800
     assert round(Budget(ledger, None).spent(), 6) == 8.0
+
+
+def test_a_ledger_line_that_is_not_a_cost_never_disables_or_lowers_the_cap(
+    tmp_path: Path,
+) -> None:
+    """NaN would make every comparison with the cap false, a negative cost would give money
+    back: the ledger is a file, so such lines are not costs and count for nothing."""
+    budget = Budget(tmp_path / "run.spend", session_cap=1.0)
+    budget.reset()
+    budget.add("a", 1, 0.75)
+    budget.add("a", 2, float("nan"))
+    budget.add("a", 3, float("inf"))
+    with budget.ledger.open("a") as ledger:
+        ledger.write('{"phase": "a", "attempt": 4, "cost": -1000}\n')
+        ledger.write('{"phase": "a", "attempt": 5, "cost": NaN}\n')
+        ledger.write('{"phase": "a", "attempt": 6, "cost": "0.5"}\n')
+    assert budget.spent() == 0.75
+    budget.add("b", 1, 0.25)
+    assert budget.refusal("b", phase_cap=None) is not None

@@ -10,6 +10,7 @@ and valid, every dependency a known phase other than itself.
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_maestro.numbers import WEEK
 from pytest_maestro.plan import FORMAT_NAMES, Plan, PlanError, load_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +61,11 @@ def read(path: Path, format: str | None) -> Plan | None:
     for phase in plan.phases:
         assert not _BAD_ID.search(phase.id), phase.id
         assert set(phase.blocked_by) <= set(ids) - {phase.id}, phase
+        for number in (phase.timeout, phase.estimate, phase.budget_usd, phase.max_retries):
+            assert number is None or (math.isfinite(number) and 0 <= number <= WEEK), phase
+        texts = (*phase.run, *phase.files.all(), *phase.reads, phase.model or "")
+        assert not any("\x00" in text for text in texts), phase
+    assert "\x00" not in (plan.root or "")
     return plan
 
 
@@ -244,6 +251,8 @@ scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
     | st.sampled_from(["a", "b", "0", "1", "a::b", "../x", "/abs", "T001", "1/1"])
+    # what reaches the OS or a wait: a NUL, NaN, infinities, absurd sizes
+    | st.sampled_from(["a\x00b", float("nan"), float("inf"), -float("inf"), 10**20, 1e300])
 )
 documents = st.recursive(
     scalars,

@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -644,6 +645,64 @@ PLAN_CASES = [
         _json([[1, 2]]),
         "phases.json: " + NOT_A_PLAN + "a list",
     ),
+    # --- a NUL written as an escape, in what reaches the OS; numbers out of bounds ------------
+    Case(
+        "nul-in-a-run-command",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: ["echo a\\0b"]\n',
+        "plan.yaml:2: phase 'a' field 'run' holds a NUL character: 'echo a\\x00b'",
+    ),
+    Case(
+        "nul-in-a-check-json",
+        "plan.json",
+        '{"phases": [{"id": "a", "run": ["true"], '
+        '"acceptance": [{"criterion": "c", "check": "test \\u0000"}]}]}',
+        "plan.json:1: phase 'a' field 'acceptance' holds a NUL character: 'test \\x00'",
+    ),
+    Case(
+        "nul-in-an-assumption",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    assumptions: [{claim: c, verify: "t\\0"}]\n',
+        "plan.yaml:2: phase 'a' field 'assumptions' holds a NUL character: 't\\x00'",
+    ),
+    Case(
+        "nul-in-a-declared-path",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    files: ["x\\0y"]\n',
+        "plan.yaml:2: phase 'a' field 'files' holds a NUL character: 'x\\x00y'",
+    ),
+    Case(
+        "nul-in-a-model",
+        "plan.yaml",
+        'phases:\n  - id: a\n    run: [echo]\n    model: "m\\0"\n',
+        "plan.yaml:2: phase 'a' field 'model' holds a NUL character: 'm\\x00'",
+    ),
+    Case(
+        "nul-in-the-root",
+        "plan.yaml",
+        'root: "x\\0y"\nphases:\n  - id: a\n    run: [echo]\n',
+        "plan.yaml: field 'root' holds a NUL character: 'x\\x00y'",
+    ),
+    Case(
+        "max-retries-past-any-sense",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: [echo]\n    max_retries: 99999999999999999999\n",
+        "plan.yaml:2: phase 'a' field 'max_retries' must be a whole number >= 0 and <= 100, "
+        "got 99999999999999999999",
+    ),
+    Case(
+        "max-retries-of-400-digits",
+        "plan.yaml",
+        "phases:\n  - id: a\n    run: [echo]\n    max_retries: 1" + "0" * 400 + "\n",
+        "plan.yaml:2: phase 'a' field 'max_retries' must be a whole number >= 0 and <= 100, "
+        "got a whole number of 401 digits",
+    ),
+    Case(
+        "timeout-past-a-week",
+        "plan.json",
+        '{"phases": [{"id": "a", "run": ["true"], "timeout": 1e300}]}',
+        "plan.json:1: phase 'a' field 'timeout' must be a number > 0 and <= 604800, got 1e+300",
+    ),
     # --- not a file ------------------------------------------------------------------------------
     Case("a-directory", "plan.yaml", _directory, "plan.yaml: is a directory, not a plan file"),
 ]
@@ -734,6 +793,51 @@ AGENT_CASES = [
         AGENT + "*: agent 'builder': env*TOKEN*",
     ),
     Case(
+        "agent-env-name-with-equals",
+        AGENT,
+        _agent('name: builder\nenv: {"A=B": x}\n'),
+        AGENT + "*: agent 'builder': env name 'A=B' is not a variable name "
+        "(letters, digits and _, not first a digit)",
+    ),
+    Case(
+        "agent-env-name-empty",
+        AGENT,
+        _agent('name: builder\nenv: {"": x}\n'),
+        AGENT + "*: agent 'builder': env name '' is not a variable name *",
+    ),
+    Case(
+        "agent-env-value-with-nul",
+        AGENT,
+        _agent('name: builder\nenv: {TOKEN: "a\\0b"}\n'),
+        AGENT + "*: agent 'builder': env TOKEN holds a NUL character: 'a\\x00b'",
+    ),
+    Case(
+        "agent-command-argument-with-nul",
+        AGENT,
+        _agent('name: builder\ncommand: [run, "--x=\\0"]\n'),
+        AGENT + "*: agent 'builder': command holds a NUL character: '--x=\\x00'",
+    ),
+    Case(
+        "agent-model-with-nul",
+        AGENT,
+        _agent('name: builder\nmodel: "m\\0"\n'),
+        AGENT + "*: agent 'builder': model holds a NUL character: 'm\\x00'",
+    ),
+    Case(
+        "agent-timeout-mins-past-a-week",
+        AGENT,
+        _agent("name: builder\ntimeout_mins: 1.0e+12\n"),
+        AGENT
+        + "*: agent 'builder': timeout_mins must be a number > 0 and <= 10080, got 1000000000000.0",
+    ),
+    Case(
+        "agent-max-turns-past-any-sense",
+        AGENT,
+        _agent("name: builder\nmax_turns: 99999999999999999999\n"),
+        AGENT + "*: agent 'builder': max_turns must be a whole number >= 1 and <= 100000, "
+        "got 99999999999999999999",
+    ),
+    Case(
         "agent-command-text",
         AGENT,
         _agent("name: builder\ncommand: claude -p\n"),
@@ -821,11 +925,17 @@ def _snapshot_a_directory(snapshot: Path, journal: Path) -> None:
     snapshot.mkdir()
 
 
+def _journal_a_directory(snapshot: Path, journal: Path) -> None:
+    journal.unlink(missing_ok=True)
+    journal.mkdir()
+
+
 @dataclass(frozen=True)
 class Damaged:
     id: str
     damage: Damage
     file: str  # the suffix of the file the message must name
+    words: str = "*"  # what the message says of the damage, naming the field
     xfail: str | None = None
 
     def param(self) -> object:
@@ -838,16 +948,19 @@ SESSION_CASES = [
         "journal-unknown-status",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "exploded"}'),
         ".journal",
+        "entry 99: field 'status' must be one of pending, *, got 'exploded'",
     ),
     Damaged(
         "journal-record-without-status",
         _journal('{"seq": 99, "op": "record", "phase": "a"}'),
         ".journal",
+        "entry 99: field 'status' is missing",
     ),
     Damaged(
         "journal-facts-a-list",
         _journal('{"seq": 99, "op": "record", "phase": "a", "status": "failed", "facts": [1]}'),
         ".journal",
+        "entry 99: field 'facts' must be a mapping, got [1]",
     ),
     Damaged(
         "journal-tokens-text",
@@ -856,6 +969,7 @@ SESSION_CASES = [
             '"facts": {"tokens": "many"}}'
         ),
         ".journal",
+        "entry 99: field 'tokens' must be a mapping, got 'many'",
     ),
     Damaged(
         "journal-files-a-number",
@@ -864,46 +978,55 @@ SESSION_CASES = [
             '"facts": {"files_created": 5}}'
         ),
         ".journal",
+        "entry 99: field 'files_created' must be a list of text, got 5",
     ),
     Damaged(
         "journal-session-fields-a-list",
         _journal('{"seq": 99, "op": "session", "fields": [1, 2]}'),
         ".journal",
+        "entry 99: field 'fields' must be a mapping, got [1, 2]",
     ),
     Damaged(
         "session-phases-text",
         _front(r"^phases:\n", "phases: all of them\nold_phases:\n"),
         ".md",
+        "field 'phases' must be a list of mappings, got 'all of them'",
     ),
     Damaged(
         "session-phase-unknown-status",
         _front(r"status: completed\n  agents", "status: exploded\n  agents"),
         ".md",
+        "phase 'a': field 'status' must be one of pending, *, got 'exploded'",
     ),
     Damaged(
         "session-phase-without-id",
         _front(r"^- id: a$", "- ident: a"),
         ".md",
+        "phase 1: field 'id' is missing",
     ),
     Damaged(
         "session-journal-seq-text",
         _front(r"^journal_seq: \d+$", "journal_seq: many"),
         ".md",
+        "field 'journal_seq' must be a whole number >= 0*, got 'many'",
     ),
     Damaged(
         "session-token-usage-a-list",
         _front(r"^token_usage:$", "token_usage: [1, 2]\nold_usage:"),
         ".md",
+        "field 'token_usage' must be a mapping, got [1, 2]",
     ),
     Damaged(
         "session-attempts-text",
         _front(r"attempts: 1$", "attempts: often"),
         ".md",
+        "phase 'a': field 'attempts' must be a whole number >= 0*, got 'often'",
     ),
     Damaged(
         "session-errors-a-number",
         _front(r"errors: \[\]$", "errors: 5"),
         ".md",
+        "phase 'a': field 'errors' must be a list of mappings, got 5",
     ),
     Damaged(
         "session-without-frontmatter",
@@ -924,6 +1047,29 @@ SESSION_CASES = [
         "session-a-directory",
         _snapshot_a_directory,
         ".md",
+    ),
+    Damaged(
+        "journal-a-directory",
+        _journal_a_directory,
+        ".journal",
+    ),
+    Damaged(
+        "session-cost-nan",
+        _front(r"^  total_output: 0$", "  total_output: 0\n  total_cost: .nan"),
+        ".md",
+        "field 'total_cost' must be a number >= 0*, got nan",
+    ),
+    Damaged(
+        "session-attempts-negative",
+        _front(r"attempts: 1$", "attempts: -3"),
+        ".md",
+        "phase 'a': field 'attempts' must be a whole number >= 0*, got -3",
+    ),
+    Damaged(
+        "session-phase-a-list",
+        _front(r"^- id: a$", "- [a, b]\n- id: a"),
+        ".md",
+        "phase 1: must be a mapping, got ['a', 'b']",
     ),
 ]
 
@@ -946,7 +1092,18 @@ def test_a_damaged_session_gets_one_line_naming_the_file_and_the_way_out(
     damaged = _damaged_session(pytester, case)
     before = outside_state(pytester.path)
     ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml")
-    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*--maestro-fresh*")
+    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*{case.words}*--maestro-fresh*")
+    assert outside_state(pytester.path) == before
+
+
+@pytest.mark.parametrize("case", [case.param() for case in SESSION_CASES])
+def test_maestro_status_tells_a_damaged_session_in_one_line_as_a_run_does(
+    pytester: pytest.Pytester, case: Damaged
+) -> None:
+    damaged = _damaged_session(pytester, case)
+    before = outside_state(pytester.path)
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml", "--maestro-status")
+    assert_one_clear_error(ret, stdout, stderr, f"*{damaged.name}*{case.words}*")
     assert outside_state(pytester.path) == before
 
 
@@ -962,6 +1119,56 @@ def test_maestro_fresh_gets_past_a_damaged_session_and_keeps_it(
     if kept is not None:  # the damaged file is archived, not lost
         archived = list((pytester.path / STATE_DIR / "archive").glob(f"*{damaged.suffix}"))
         assert [path.read_bytes() for path in archived] == [kept]
+
+
+# What this tool keeps in its state dir, each given the wrong shape: a directory where a file
+# belongs, a file where a directory belongs, and the state dir itself a file.
+WRONG_SHAPES = [
+    "{name}.lock",
+    "{name}.info",
+    "{name}.spend",
+    "{name}.journal",
+    "summary.json",
+    ".gitignore",
+    "archive",
+    "logs",
+    "preimages",
+    "replaced",
+    "",
+]
+
+
+@pytest.mark.parametrize("where", WRONG_SHAPES, ids=[w or "the-state-dir" for w in WRONG_SHAPES])
+def test_maestro_fresh_recovers_from_any_shape_of_state_dir_and_keeps_what_it_moves(
+    pytester: pytest.Pytester, where: str
+) -> None:
+    (pytester.path / "plan.yaml").write_text(SESSION_PLAN)
+    ret, stdout, _ = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert ret == 0, stdout
+    state = pytester.path / STATE_DIR
+    [snapshot] = state.glob("plan-*.md")
+    path = state / where.format(name=snapshot.stem) if where else state
+    if where in ("", "archive", "logs", "preimages", "replaced"):  # a file, not a directory
+        shutil.rmtree(path, ignore_errors=True)
+        path.write_text("in the way\n")
+    else:
+        path.unlink(missing_ok=True)
+        path.mkdir()
+        (path / "kept.txt").write_text("in the way\n")
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml", "--maestro-fresh")
+    assert ret == 0, stdout + stderr
+    assert "2 passed" in stdout
+    assert "Traceback" not in stdout + stderr
+    moved = [line for line in stdout.splitlines() if "moved aside" in line]
+    assert len(moved) == 1, stdout
+    kept = [
+        p for p in (state / "archive").rglob("*") if p.is_file() and p.read_text() == "in the way\n"
+    ]
+    assert len(kept) == 1, sorted((state / "archive").rglob("*"))
+    assert kept[0].relative_to(pytester.path).parts[0] == STATE_DIR
+    # and the next run, without --maestro-fresh, uses the state dir as it is now
+    ret, stdout, stderr = run_in_process(pytester, "--maestro", "plan.yaml")
+    assert ret == 0, stdout + stderr
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -1232,3 +1439,26 @@ def test_what_could_hang_or_exhaust_memory_is_refused_in_bounded_time_and_memory
     else:  # read: the analysis is printed
         assert run.stdout.startswith("Plan: "), run.stdout[:500] + run.stderr[-2000:]
     assert outside_state(work) == before
+
+
+# -- pytest's cache ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"a": "soon", "b": NaN}', '{"a": [1], "b": -Infinity}', "[1, 2]", '{"a": 1e999}'],
+    ids=["text-and-nan", "list-and-infinity", "a-list", "overflow"],
+)
+def test_measured_durations_that_are_not_durations_are_left_out(
+    pytester: pytest.Pytester, content: str
+) -> None:
+    """The durations pytest's cache keeps order the next run's phases: a hand-edited or damaged
+    cache orders them as if unmeasured, and the run goes on."""
+    (pytester.path / "plan.yaml").write_text(SESSION_PLAN)
+    assert pytester.runpytest("--maestro", "plan.yaml").ret == 0
+    [cached] = (pytester.path / ".pytest_cache" / "v" / "maestro" / "durations").iterdir()
+    cached.write_text(content)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output

@@ -360,10 +360,18 @@ def test_paths_that_only_look_odd_are_accepted(tmp_path: Path, path: str) -> Non
     ("field", "value", "error"),
     [
         ("estimate", 0, None),
-        ("estimate", -1, "field 'estimate' must be a number >= 0, got -1"),
+        ("estimate", -1, "field 'estimate' must be a number >= 0 and <= 604800, got -1"),
         ("timeout", 0.5, None),
-        ("timeout", float("inf"), "field 'timeout' must be a number > 0, got inf"),
-        ("budget_usd", float("nan"), "field 'budget_usd' must be a number > 0, got nan"),
+        ("timeout", float("inf"), "field 'timeout' must be a number > 0 and <= 604800, got inf"),
+        ("timeout", 604801, "field 'timeout' must be a number > 0 and <= 604800, got 604801"),
+        (
+            "budget_usd",
+            float("nan"),
+            "field 'budget_usd' must be a number > 0 and <= 1e+06, got nan",
+        ),
+        ("max_retries", 100, None),
+        ("max_retries", 101, "field 'max_retries' must be a whole number >= 0 and <= 100, got 101"),
+        ("max_retries", -1, "field 'max_retries' must be a whole number >= 0 and <= 100, got -1"),
     ],
 )
 def test_numbers_of_a_phase_are_finite_and_in_range(

@@ -41,6 +41,47 @@ def test_a_report_inside_the_state_dir_is_refused_in_one_line(pytester: pytest.P
     assert (pytester.path / "report.md").is_file()
 
 
+@pytest.mark.parametrize(
+    ("report", "content", "why"),
+    [
+        ("plan.yaml", None, "is the plan"),
+        ("./plan-link.yaml", None, "is the plan"),
+        ("notes.md", "# my notes\n", "holds a file this tool did not write"),
+        ("report.md", "an earlier report by hand\n", "holds a file this tool did not write"),
+    ],
+    ids=["the-plan", "the-plan-through-a-link", "notes", "a-hand-written-report"],
+)
+def test_a_report_over_the_plan_or_a_users_file_is_refused_in_one_line(
+    pytester: pytest.Pytester, report: str, content: str | None, why: str
+) -> None:
+    plan = write_plan(pytester, [phase("a", "touch ran.txt")])
+    (pytester.path / "plan-link.yaml").symlink_to("plan.yaml")
+    if content is not None:
+        (pytester.path / report).write_text(content)
+    before = (pytester.path / report).read_bytes()
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", report)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.lines if line]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"ERROR: --maestro-report {report} {why}"), lines
+    assert (pytester.path / report).read_bytes() == before
+    assert plan.is_file()
+    assert not (pytester.path / "ran.txt").exists()
+
+
+def test_a_report_this_tool_wrote_is_rewritten_and_an_empty_file_taken(
+    pytester: pytest.Pytester,
+) -> None:
+    write_plan(pytester, PLAN)
+    (pytester.path / "report.md").write_text("")
+    args = ("--maestro", "plan.yaml", "--maestro-report", "report.md", "--maestro-fresh")
+    pytester.runpytest(*args).assert_outcomes(passed=2)
+    first = (pytester.path / "report.md").read_text()
+    assert "| a | completed | 1 |" in first
+    pytester.runpytest(*args).assert_outcomes(passed=2)
+    assert (pytester.path / "report.md").read_text() != first  # a new run's report
+
+
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["in-order", "n2"])
 def test_a_refused_run_leaves_the_last_runs_outputs_alone(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: tuple[str, ...]
@@ -103,9 +144,9 @@ def test_outputs_keep_a_files_mode_and_new_ones_get_the_umasks(
 ) -> None:
     write_plan(pytester, PLAN)
     report = pytester.path / "report.md"
-    report.write_text("an earlier report\n")
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", "report.md", "--maestro-fresh")
     report.chmod(0o640)
-    pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", "report.md")
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", "report.md", "--maestro-fresh")
     assert "| a | completed | 1 |" in report.read_text()
     assert stat.S_IMODE(report.stat().st_mode) == 0o640
     summary = pytester.path / ".maestro" / "summary.json"

@@ -212,3 +212,42 @@ def test_every_builtin_cli_runtime_is_a_cli_runtime() -> None:
         *AGENT_CLIS,
         "command",
     }
+
+
+# -- numbers in a reply ---------------------------------------------------------------------------
+
+_DEEP = 100_000  # past the depth Python's JSON parser recurses to
+_REPLIES = [
+    ("cost-nan", '"total_cost_usd": NaN', "total_cost_usd"),
+    ("cost-infinite", '"total_cost_usd": Infinity', "total_cost_usd"),
+    ("cost-negative", '"total_cost_usd": -1000', "total_cost_usd"),
+    ("cost-text", '"total_cost_usd": "0.5"', "total_cost_usd"),
+    ("cost-a-list", '"total_cost_usd": [1]', "total_cost_usd"),
+    ("tokens-nan", '"usage": {"input_tokens": NaN}', "token"),
+    ("tokens-text", '"usage": {"output_tokens": "many"}', "token"),
+    ("tokens-a-list", '"usage": {"cache_read_input_tokens": [1, 2]}', "token"),
+    ("tokens-negative", '"usage": {"output_tokens": -5}', "token"),
+    ("usage-deep", '"usage": ' + "[" * _DEEP + "]" * _DEEP, "no JSON result"),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "words"), [r[1:] for r in _REPLIES], ids=[r[0] for r in _REPLIES]
+)
+def test_a_reply_whose_numbers_are_garbage_fails_the_attempt_in_one_line(
+    field: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NaN, infinite, negative, text or list usage and cost, or a reply nested too deep: the
+    attempt fails saying which number, never a traceback, and no NaN cost reaches the budget."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    reply = bin_dir / "reply.json"
+    reply.write_text('{"type": "result", "result": "COMPLETED: done", ' + field + "}\n")
+    claude = bin_dir / "claude"
+    claude.write_text(f"#!/bin/sh\ncat > /dev/null\ncat '{reply}'\n")
+    claude.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = run("claude", tmp_path, "Attempt: 1\nDo it.\n")
+    assert result.status == "failed", result.message
+    assert words in result.message
+    assert len(result.message.splitlines()) == 1

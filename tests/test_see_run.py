@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_maestro.outputs import REPORT_MARKER
 from pytest_maestro.rows import parse_time
 from pytest_maestro.state.document import parse_session
 from pytest_maestro.state.journal import read_journal
@@ -71,8 +72,10 @@ def test_report_summary_and_step_summary_tell_the_same_run(
     _check_gantt(gantt, {p["id"]: p for p in summary["phases"]}, distributed=bool(workers))
     _check_summary_json(summary)
     _check_terminal_summary(result)
-    # GitHub's step summary: the same report, appended
-    assert step.read_text() == "earlier step\n" + text
+    # GitHub's step summary: the same report, appended, less the file's marker line
+    marker, report = text.split("\n", 1)
+    assert marker == REPORT_MARKER
+    assert step.read_text() == "earlier step\n" + report
     # the session file's body holds the report too
     session = next((pytester.path / ".maestro").glob("plan-*.md")).read_text()
     assert "\n".join(flow) in session and "| bad | failed | 1 |" in session

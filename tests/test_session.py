@@ -274,3 +274,26 @@ def test_completed_phase_records_its_declared_files(pytester: pytest.Pytester) -
         ("gone.txt",),
     )
     assert doc.phases["broken"].files_modified == ()  # a failed phase claims nothing
+
+
+def test_a_plan_reached_through_a_link_in_another_folder_has_one_root_and_one_session(
+    pytester: pytest.Pytester,
+) -> None:
+    """``root:`` is relative to the plan's real path, as the session key is: a link to the plan
+    from another folder names the same root, so the same session, and writes nothing beside
+    the link."""
+    plans = pytester.path / "project" / "plans"
+    plans.mkdir(parents=True)
+    plan = plans / "plan.yaml"
+    plan.write_text(
+        "root: ..\nphases:\n  - id: a\n    files: [a.txt]\n    run: [echo x >> a.txt]\n"
+    )
+    (pytester.path / "other").mkdir()
+    link = pytester.path / "other" / "plan.yaml"
+    link.symlink_to(plan)
+    pytester.runpytest("--maestro", str(link)).assert_outcomes(passed=1)
+    assert (pytester.path / "project" / "a.txt").read_text() == "x\n"
+    assert not (pytester.path / "a.txt").exists()
+    assert not (pytester.path / ".maestro").exists()
+    # the plan by its real path: the same session, its phase already completed
+    assert_phases(pytester.runpytest("--maestro", str(plan)), earlier=1)

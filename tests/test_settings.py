@@ -173,14 +173,14 @@ BAD = [
         ["--maestro-max-retries=-1"],
         {},
         "",
-        "ERROR: --maestro-max-retries must be >= 0, got -1",
+        "ERROR: --maestro-max-retries must be a whole number >= 0 and <= 100, got -1",
     ),
     (
         "cli-zero-timeout",
         ["--maestro-timeout=0"],
         {},
         "",
-        "ERROR: --maestro-timeout must be > 0, got 0.0",
+        "ERROR: --maestro-timeout must be a number > 0 and <= 604800, got 0.0",
     ),
     (
         "cli-not-a-number",
@@ -201,21 +201,22 @@ BAD = [
         [],
         {"MAESTRO_MAX_RETRIES": "-1"},
         "",
-        "ERROR: environment MAESTRO_MAX_RETRIES must be >= 0, got -1",
+        "ERROR: environment MAESTRO_MAX_RETRIES must be a whole number >= 0 and <= 100, got -1",
     ),
     (
         "env-negative-minutes",
         [],
         {"MAESTRO_AGENT_TIMEOUT": "-2"},
         "",
-        "ERROR: environment MAESTRO_AGENT_TIMEOUT must be > 0, got -2",
+        "ERROR: environment MAESTRO_AGENT_TIMEOUT must be a number > 0 and <= 10080, got -2",
     ),
     (
         "env-negative-concurrency",
         [],
         {"MAESTRO_MAX_CONCURRENT": "-3"},
         "",
-        "ERROR: environment MAESTRO_MAX_CONCURRENT must be >= 0, got -3",
+        "ERROR: environment MAESTRO_MAX_CONCURRENT must be a whole number >= 0 and <= 10000, "
+        "got -3",
     ),
     (
         "env-not-a-number",
@@ -229,14 +230,14 @@ BAD = [
         [],
         {},
         "maestro_stagger = -0.5",
-        "ERROR: ini maestro_stagger must be >= 0, got -0.5",
+        "ERROR: ini maestro_stagger must be a number >= 0 and <= 600, got -0.5",
     ),
     (
         "ini-out-of-range",
         [],
         {},
         "maestro_circuit_breaker = 2",
-        "ERROR: ini maestro_circuit_breaker must be between 0 and 1, got 2",
+        "ERROR: ini maestro_circuit_breaker must be a number >= 0 and <= 1, got 2",
     ),
     (
         "ini-not-a-number",
@@ -251,6 +252,113 @@ BAD = [
         {},
         "maestro_schedule = later",
         "ERROR: ini maestro_schedule: 'later' is not one of dag, waves",
+    ),
+    (
+        "cli-nan-timeout",
+        ["--maestro-timeout=nan"],
+        {},
+        "",
+        "ERROR: --maestro-timeout must be a number > 0 and <= 604800, got nan",
+    ),
+    (
+        "cli-infinite-log-limit",
+        ["--maestro-log-limit=inf"],
+        {},
+        "",
+        "ERROR: --maestro-log-limit must be a number > 0 and <= 1.04858e+06, got inf",
+    ),
+    (
+        "cli-nan-log-limit",
+        ["--maestro-log-limit=nan"],
+        {},
+        "",
+        "ERROR: --maestro-log-limit must be a number > 0 and <= 1.04858e+06, got nan",
+    ),
+    (
+        "cli-huge-stagger",
+        ["--maestro-stagger=1e12"],
+        {},
+        "",
+        "ERROR: --maestro-stagger must be a number >= 0 and <= 600, got 1000000000000.0",
+    ),
+    (
+        "cli-nan-check-timeout",
+        ["--maestro-check-timeout=nan"],
+        {},
+        "",
+        "ERROR: --maestro-check-timeout must be a number > 0 and <= 604800, got nan",
+    ),
+    (
+        "cli-huge-retries",
+        ["--maestro-max-retries=99999999999999999999"],
+        {},
+        "",
+        "ERROR: --maestro-max-retries must be a whole number >= 0 and <= 100, "
+        "got 99999999999999999999",
+    ),
+    (
+        "env-nan-minutes",
+        [],
+        {"MAESTRO_AGENT_TIMEOUT": "nan"},
+        "",
+        "ERROR: environment MAESTRO_AGENT_TIMEOUT must be a number > 0 and <= 10080, got nan",
+    ),
+    (
+        "env-infinite-budget",
+        [],
+        {"MAESTRO_BUDGET_USD": "inf"},
+        "",
+        "ERROR: environment MAESTRO_BUDGET_USD must be a number >= 0 and <= 1e+06, got inf",
+    ),
+    (
+        "env-nan-budget",
+        [],
+        {"MAESTRO_BUDGET_USD": "nan"},
+        "",
+        "ERROR: environment MAESTRO_BUDGET_USD must be a number >= 0 and <= 1e+06, got nan",
+    ),
+    (
+        "env-nan-max-wait",
+        [],
+        {"MAESTRO_MAX_WAIT": "NaN"},
+        "",
+        "ERROR: environment MAESTRO_MAX_WAIT must be a number >= 0 and <= 604800, got NaN",
+    ),
+    (
+        "env-infinite-stagger",
+        [],
+        {"MAESTRO_STAGGER_DELAY": "inf"},
+        "",
+        "ERROR: environment MAESTRO_STAGGER_DELAY must be a number >= 0 and <= 600, got inf",
+    ),
+    (
+        "env-huge-concurrency",
+        [],
+        {"MAESTRO_MAX_CONCURRENT": "1" * 30},
+        "",
+        "ERROR: environment MAESTRO_MAX_CONCURRENT must be a whole number >= 0 and <= 10000, "
+        "got " + "1" * 30,
+    ),
+    (
+        "ini-nan-circuit-breaker",
+        [],
+        {},
+        "maestro_circuit_breaker = nan",
+        "ERROR: ini maestro_circuit_breaker must be a number >= 0 and <= 1, got nan",
+    ),
+    (
+        "ini-infinite-timeout",
+        [],
+        {},
+        "maestro_timeout = inf",
+        "ERROR: ini maestro_timeout must be a number > 0 and <= 604800, got inf",
+    ),
+    (
+        "ini-nul-in-a-model",
+        [],
+        {},
+        "maestro_model = a\x00b",
+        "ERROR: ini maestro_model holds a NUL character: 'a\\x00b'",
     ),
     (
         "ini-not-a-bool",
@@ -353,3 +461,18 @@ def test_state_dir_outside_the_root_is_refused_from_any_source(
     assert "Traceback" not in result.stderr.str()
     assert not outside.exists()
     assert not (pytester.path / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "1e12", "nan"])
+def test_a_stagger_past_its_bounds_under_xdist_is_one_line_before_any_worker_starts(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    write_plan(pytester, [phase("a", "touch a.txt"), phase("b", "touch b.txt")])
+    result = pytester.runpytest("--maestro", "plan.yaml", "-n", "2", f"--maestro-stagger={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    result.stderr.fnmatch_lines(
+        ["ERROR: --maestro-stagger must be a number >= 0 and <= 600, got *"]
+    )
+    assert not (pytester.path / "a.txt").exists()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from .. import numbers
 from .errors import PlanError, quoted
 from .graph import PlanGraph
 from .model import Phase, Plan
@@ -31,6 +32,12 @@ def validate(plan: Plan) -> Plan:
     """Raise ``PlanError`` for the first error; return the plan with its warnings attached."""
     if not plan.phases:
         raise PlanError("no phases found", plan.path)
+    for name, text in (
+        ("root", plan.root or ""),
+        *(("isolate_include", g) for g in plan.isolate_include),
+    ):
+        if "\x00" in text:
+            raise PlanError(f"field {name!r} holds a NUL character: {quoted(text)}", plan.path)
     check_phase_count(len(plan.phases), plan.path)
     seen: dict[str, Phase] = {}
     for phase in plan.phases:
@@ -63,15 +70,28 @@ def validate(plan: Plan) -> Plan:
     return dataclasses.replace(plan, warnings=warnings)
 
 
+# A phase's numbers: what each must be (``numbers.py`` states why these maxima).
+_NUMBERS = (
+    ("timeout", numbers.TIMEOUT),
+    ("max_retries", numbers.RETRIES),
+    ("estimate", numbers.ESTIMATE),
+    ("budget_usd", numbers.Bounds(0, numbers.DOLLARS.most, above=True)),
+)
+
+
 def _check_phase(plan: Plan, phase: Phase) -> None:
-    for name, least in (("timeout", 0.0), ("budget_usd", 0.0), ("estimate", None)):
+    for name, bounds in _NUMBERS:
         value = getattr(phase, name)
         if value is None:
             continue
-        if not math.isfinite(value) or (value <= least if least is not None else value < 0):
-            rule = "> 0" if least is not None else ">= 0"
+        try:
+            bounds.check(value)
+        except numbers.NumberError as error:
+            raise PlanError(f"field {name!r} {error}", plan.path, phase.line, phase.id) from None
+    for name, text in _texts(phase):
+        if "\x00" in text:  # no OS call takes it: a command, a path, an argument
             raise PlanError(
-                f"field '{name}' must be a number {rule}, got {value!r}",
+                f"field {name!r} holds a NUL character: {quoted(text)}",
                 plan.path,
                 phase.line,
                 phase.id,
@@ -100,6 +120,21 @@ def _check_phase(plan: Plan, phase: Phase) -> None:
             raise PlanError(
                 f"file {path!r} leaves the project root ('..')", plan.path, phase.line, phase.id
             )
+
+
+def _texts(phase: Phase) -> Iterator[tuple[str, str]]:
+    """Every text of the phase, with the field it is in."""
+    for name in ("name", "agent", "model", "runtime", "description", "fallback"):
+        yield name, getattr(phase, name) or ""
+    for name in ("run", "reads", "tags", "constraints", "rollback_triggers"):
+        for text in getattr(phase, name):
+            yield name, text
+    for text in phase.files.all():
+        yield "files", text
+    for check in phase.acceptance:
+        yield from (("acceptance", check.criterion), ("acceptance", check.check or ""))
+    for assumption in phase.assumptions:
+        yield from (("assumptions", assumption.claim), ("assumptions", assumption.verify or ""))
 
 
 def _may_be_absolute(path: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, last_json_object, stderr_reason
+from .cli import CliRuntime, Reply, count, dollars, last_json_object, stderr_reason
 
 # Its own retries of 429 and 529 are silent (10 by default): after these few, a limit reaches this
 # tool's backoff. A user's own setting wins.
@@ -103,6 +103,5 @@ def _tokens(data: dict[str, Any]) -> Tokens:
                     count(model.get("outputTokens")),
                     count(model.get("cacheReadInputTokens")),
                 )
-    cost = data.get("total_cost_usd")
-    dollars = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0
-    return Tokens(tokens.input, tokens.output, tokens.cached, dollars)
+    cost = dollars(data.get("total_cost_usd"), "total_cost_usd")
+    return Tokens(tokens.input, tokens.output, tokens.cached, cost)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..handoff import parse_handoff
+from ..numbers import NumberError, reply_dollars, reply_tokens
 from ..process import ProcessResult, run_process
 from ..state.model import Tokens
 from ..texts import one_line
@@ -140,8 +141,16 @@ class CliRuntime:
         if process.timed_out:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
         stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
-        reply = self.read_reply(process.exit_code, read_bounded(reply_file), stderr)
+        reply = self.read(process.exit_code, read_bounded(reply_file), stderr)
         return judge(reply, process.exit_code, (process,))
+
+    def read(self, exit_code: int, stdout: str, stderr: str) -> Reply:
+        """``read_reply``, with a usage or cost this tool cannot count or cap made the reply's
+        error: the attempt fails saying which, and no such number reaches the budget."""
+        try:
+            return self.read_reply(exit_code, stdout, stderr)
+        except NumberError as error:
+            return Reply(stdout.strip(), str(error))
 
 
 def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -> AgentResult:
@@ -241,7 +250,7 @@ def last_json_object(text: str) -> dict[str, Any] | None:
         return found[-1]
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser recurses
         return None
     return value if isinstance(value, dict) else None
 
@@ -273,13 +282,27 @@ def json_lines(text: str) -> list[dict[str, Any]]:
         if line.startswith("{"):
             try:
                 value = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict):
                 found.append(value)
     return found
 
 
-def count(value: Any) -> int:
-    """A token count from a CLI's JSON: a number, else 0."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+def count(value: Any, field: str = "token count") -> int:
+    """A token count from a CLI's JSON: absent is 0; anything but a count is NumberError."""
+    return reply_tokens(value, field)
+
+
+def uncached(total: int, cached: int, field: str) -> int:
+    """The tokens of ``total`` not read from the cache, for CLIs whose input count includes
+    the cached ones: more cached than in all is a reply that cannot be counted."""
+    if cached > total:
+        raise NumberError(f"the reply's cached tokens ({cached}) exceed its {field} ({total})")
+    return total - cached
+
+
+def dollars(value: Any, field: str) -> float:
+    """A cost from a CLI's JSON: absent is 0; NaN, negative or not a number is NumberError
+    (such a cost would disable or undo the budget)."""
+    return reply_dollars(value, field)

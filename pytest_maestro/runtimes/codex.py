@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..state.model import Tokens
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
+from .cli import CliRuntime, Reply, count, json_lines, stderr_reason, uncached
 
 # Its reconnect events when the API cannot be reached or refuses the key: it would go on (without
 # a network, for good), so the call is ended at the first.
@@ -59,7 +59,7 @@ class CodexRuntime(CliRuntime):
                 if isinstance(usage, dict):
                     cached = count(usage.get("cached_input_tokens"))
                     tokens += Tokens(
-                        count(usage.get("input_tokens")) - cached,
+                        uncached(count(usage.get("input_tokens")), cached, "input_tokens"),
                         count(usage.get("output_tokens")),
                         cached,
                     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..state.model import Tokens
 from .base import AgentRequest, AgentResult
-from .cli import CliRuntime, Reply, count, json_lines, stderr_reason
+from .cli import CliRuntime, Reply, count, dollars, json_lines, stderr_reason
 
 PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
 
@@ -147,7 +147,7 @@ class OpenCodeRuntime(CommandRuntime):
                     count(used.get("input")),
                     count(used.get("output")),
                     count(cache.get("read")),
-                    float(part.get("cost") or 0.0),
+                    dollars(part.get("cost"), "cost"),
                 )
             elif kind == "error":
                 error = _mapping(event.get("error"))

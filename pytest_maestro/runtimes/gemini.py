@@ -21,6 +21,7 @@ from .cli import (
     last_json_object,
     stderr_reason,
     trailing_json_object,
+    uncached,
 )
 
 EXIT_CODES = {
@@ -83,6 +84,8 @@ def _tokens(stats: Any) -> Tokens | None:
         if isinstance(tokens, dict):
             cached = count(tokens.get("cached"))
             total += Tokens(
-                count(tokens.get("prompt")) - cached, count(tokens.get("candidates")), cached
+                uncached(count(tokens.get("prompt")), cached, "prompt tokens"),
+                count(tokens.get("candidates")),
+                cached,
             )
     return total

@@ -16,6 +16,7 @@ import yaml
 
 from pytest_maestro.plan.front_matter import split_front_matter
 from pytest_maestro.plan.yaml_loader import FastSafeLoader
+from pytest_maestro.state.fields import Fields
 from pytest_maestro.state.model import (
     SESSION_FIELDS,
     PhaseState,
@@ -159,30 +160,34 @@ def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
 
 
 def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
-    usage = data.get("token_usage") or {}
-    phases = [PhaseState.from_mapping(raw) for raw in data.get("phases") or ()]
-    current = data.get("current_phase")
+    """FieldError names a field that is not what this tool writes."""
+    f = Fields(data)
+    usage = Fields(f.mapping("token_usage"), "token_usage")
+    phases = [
+        PhaseState.from_mapping(raw, f"phase {n}") for n, raw in enumerate(f.items("phases"), 1)
+    ]
+    by_agent = usage.mapping("by_agent")
     return SessionDoc(
-        session_id=str(data.get("session_id") or ""),
-        task=str(data.get("task") or ""),
-        plan=str(data.get("plan") or data.get("implementation_plan") or ""),
-        created=as_time(data.get("created")) or "",
-        updated=as_time(data.get("updated")) or "",
-        status=str(data.get("status") or "in_progress"),
-        run_started=as_time(data.get("run_started")),
-        stop_reason=None if data.get("stop_reason") is None else str(data["stop_reason"]),
-        execution_mode=str(data.get("execution_mode") or "sequential"),
-        execution_backend=str(data.get("execution_backend") or "pytest"),
-        current_batch=data.get("current_batch"),
-        current_phase=None if current is None else str(current),
+        session_id=f.text("session_id") or "",
+        task=f.text("task") or "",
+        plan=f.text("plan") or f.text("implementation_plan") or "",
+        created=as_time(f.scalar("created")) or "",
+        updated=as_time(f.scalar("updated")) or "",
+        status=f.text("status") or "in_progress",
+        run_started=as_time(f.scalar("run_started")),
+        stop_reason=f.text("stop_reason"),
+        execution_mode=f.text("execution_mode") or "sequential",
+        execution_backend=f.text("execution_backend") or "pytest",
+        current_batch=f.raw.get("current_batch"),
+        current_phase=f.text("current_phase"),
         tokens=Tokens(
-            int(usage.get("total_input") or 0),
-            int(usage.get("total_output") or 0),
-            int(usage.get("total_cached") or 0),
-            float(usage.get("total_cost") or 0.0),
+            usage.count("total_input"),
+            usage.count("total_output"),
+            usage.count("total_cached"),
+            usage.dollars("total_cost"),
         ),
-        by_agent={str(a): Tokens.from_mapping(t) for a, t in (usage.get("by_agent") or {}).items()},
-        journal_seq=int(data.get("journal_seq") or 0),
+        by_agent={str(a): Tokens.from_mapping(t, f"by_agent {a}") for a, t in by_agent.items()},
+        journal_seq=f.count("journal_seq"),
         phases={p.id: p for p in phases},
         extra={k: v for k, v in data.items() if k not in _OWN_KEYS},
     )

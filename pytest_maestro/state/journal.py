@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_maestro.state.document import parse_session
+from pytest_maestro.state.fields import FieldError, Fields
 from pytest_maestro.state.model import (
     SESSION_FIELDS,
     PhaseError,
@@ -25,6 +26,7 @@ from pytest_maestro.state.model import (
     SessionDoc,
     Status,
     Tokens,
+    as_time,
     now,
 )
 
@@ -139,7 +141,7 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             torn += 1
             continue
         if isinstance(entry, dict) and isinstance(entry.get("seq"), int):
@@ -184,6 +186,8 @@ def _replay(doc: SessionDoc, journal: Path, entries: list[dict[str, Any]]) -> No
         if entry["seq"] > doc.journal_seq:
             try:
                 apply_entry(doc, entry)
+            except FieldError as exc:
+                raise SessionCorrupt(f"{journal}: entry {entry['seq']}: {exc}") from None
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise SessionCorrupt(
                     f"{journal}: entry {entry['seq']} is not a change this tool wrote ({_why(exc)})"
@@ -217,7 +221,7 @@ def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
     elif op == "stop":
         doc.status, doc.stop_reason = "stopped", str(entry.get("reason") or "")
     elif op == "session":
-        for key, value in (entry.get("fields") or {}).items():
+        for key, value in Fields(entry).mapping("fields").items():
             if key in SESSION_FIELDS:
                 setattr(doc, key, value)
     doc.updated = at
@@ -236,29 +240,40 @@ _NEW_RUN: dict[str, Any] = {
 
 
 def _apply_record(doc: SessionDoc, old: PhaseState, entry: Mapping[str, Any]) -> None:
-    facts: Mapping[str, Any] = entry.get("facts") or {}
-    status = Status(entry["status"])
+    """FieldError names a field of the entry that is not what this tool writes."""
+    status = Status(Fields(entry).choice("status", tuple(s.value for s in Status)))
+    facts = Fields(Fields(entry).mapping("facts"))
     changes: dict[str, Any] = {"status": status}
     if status is Status.IN_PROGRESS and old.status is not Status.IN_PROGRESS:
         # A new run of the phase: what the last run produced no longer describes it.
         changes.update(_NEW_RUN, downstream_context={})
         doc.current_phase = old.id
-    for key in ("started", "completed", "worker", "result", "attempts", "unverified"):
-        if key in facts:
-            changes[key] = facts[key]
+    for key in ("started", "completed"):
+        if key in facts.raw:
+            changes[key] = as_time(facts.scalar(key))
+    for key in ("worker", "result"):
+        if key in facts.raw:
+            changes[key] = facts.text(key)
+    if "attempts" in facts.raw:
+        changes["attempts"] = facts.count("attempts")
+    if "unverified" in facts.raw:
+        changes["unverified"] = facts.raw["unverified"] is True
     for key in ("files_created", "files_modified", "files_deleted"):
-        if key in facts:
+        if key in facts.raw:
             known = changes.get(key, getattr(old, key))
-            changes[key] = tuple(dict.fromkeys((*known, *facts[key])))
-    if "errors" in facts:
-        changes["errors"] = old.errors + tuple(PhaseError.from_mapping(e) for e in facts["errors"])
-    if "downstream_context" in facts:
-        changes["downstream_context"] = dict(facts["downstream_context"])
-    agent = facts.get("agent")
+            changes[key] = tuple(dict.fromkeys((*known, *facts.texts(key))))
+    if "errors" in facts.raw:
+        new = (
+            PhaseError.from_mapping(e, f"error {n}") for n, e in enumerate(facts.items("errors"))
+        )
+        changes["errors"] = old.errors + tuple(new)
+    if "downstream_context" in facts.raw:
+        changes["downstream_context"] = dict(facts.mapping("downstream_context"))
+    agent = facts.text("agent")
     if agent and agent not in old.agents:
         changes["agents"] = (*old.agents, agent)
-    if "tokens" in facts:
-        spent = Tokens.from_mapping(facts["tokens"])
+    if "tokens" in facts.raw:
+        spent = Tokens.from_mapping(facts.mapping("tokens"), "tokens")
         who = agent or (old.agents[0] if old.agents else "default")
         changes["tokens"] = old.tokens + spent
         doc.tokens += spent

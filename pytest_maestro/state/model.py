@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
+from pytest_maestro.state.fields import Fields
+
 SESSION_FIELDS = frozenset({"execution_mode", "execution_backend", "current_batch"})
 SESSION_STATUSES = frozenset({"in_progress", "completed", "failed", "stopped"})
 
@@ -36,7 +38,7 @@ class Status(str, Enum):
         return self.value
 
 
-_STATUS_VALUES = frozenset(s.value for s in Status)
+_STATUS_NAMES = tuple(s.value for s in Status)
 
 
 def format_time(moment: datetime) -> str:
@@ -71,14 +73,10 @@ class Tokens:
         )
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> Tokens:
-        raw = raw or {}
-        return cls(
-            int(raw.get("input") or 0),
-            int(raw.get("output") or 0),
-            int(raw.get("cached") or 0),
-            float(raw.get("cost") or 0.0),
-        )
+    def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "") -> Tokens:
+        """FieldError names a count or cost that is not one (NaN, negative, text)."""
+        f = Fields(raw or {}, where)
+        return cls(f.count("input"), f.count("output"), f.count("cached"), f.dollars("cost"))
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"input": self.input, "output": self.output, "cached": self.cached}
@@ -96,13 +94,14 @@ class PhaseError:
     resolution: str = "pending"
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> PhaseError:
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "") -> PhaseError:
+        f = Fields(raw, where)
         return cls(
-            agent=str(raw.get("agent") or ""),
-            timestamp=as_time(raw.get("timestamp")) or "",
-            type=str(raw.get("type") or "error"),
-            message=str(raw.get("message") or ""),
-            resolution=str(raw.get("resolution") or "pending"),
+            agent=f.text("agent") or "",
+            timestamp=as_time(f.scalar("timestamp")) or "",
+            type=f.text("type") or "error",
+            message=f.text("message") or "",
+            resolution=f.text("resolution") or "pending",
         )
 
     def to_dict(self) -> dict[str, str]:
@@ -140,39 +139,44 @@ class PhaseState:
     unverified: bool = False  # completed on the agent's word: no acceptance command checked it
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> PhaseState:
-        pid = str(raw["id"])  # Maestro numbers its phases
-        status = str(raw.get("status") or "pending")
-        if status not in _STATUS_VALUES:
-            raise ValueError(f"phase {pid!r} has unknown status {status!r}")
-        started = as_time(raw.get("started"))
-        attempts = raw.get("attempts")
-        if attempts is None:  # Maestro counts retries, not attempts
-            attempts = int(raw.get("retry_count") or 0) + 1 if started else 0
-        agents = raw.get("agents")
-        if agents is None:
-            agents = [raw["agent"]] if raw.get("agent") else []
-        context = raw.get("downstream_context") or {}
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "") -> PhaseState:
+        """FieldError names the phase and the field that is not what this tool writes."""
+        pid = Fields(raw, where).required("id")  # Maestro numbers its phases
+        f = Fields(raw, f"phase {pid!r}")
+        status = f.choice("status", _STATUS_NAMES, "pending")
+        started = as_time(f.scalar("started"))
+        if f.raw.get("attempts") is None:  # Maestro counts retries, not attempts
+            attempts = f.count("retry_count") + 1 if started else 0
+        else:
+            attempts = f.count("attempts")
+        agents = f.texts("agents")
+        if f.raw.get("agents") is None:
+            agents = (f.text("agent") or "",) if f.text("agent") else ()
+        context = f.raw.get("downstream_context") or {}
+        errors = f.items("errors")
         return cls(
             id=pid,
-            name=str(raw.get("name") or pid),
+            name=f.text("name") or pid,
             status=Status(status),
-            agents=tuple(str(a) for a in agents),
-            parallel=bool(raw.get("parallel", True)),
-            blocked_by=tuple(str(d) for d in raw.get("blocked_by") or ()),
+            agents=agents,
+            parallel=bool(f.raw.get("parallel", True)),
+            blocked_by=f.texts("blocked_by"),
             started=started,
-            completed=as_time(raw.get("completed")),
-            attempts=int(attempts),
-            files_created=tuple(str(f) for f in raw.get("files_created") or ()),
-            files_modified=tuple(str(f) for f in raw.get("files_modified") or ()),
-            files_deleted=tuple(str(f) for f in raw.get("files_deleted") or ()),
+            completed=as_time(f.scalar("completed")),
+            attempts=attempts,
+            files_created=f.texts("files_created"),
+            files_modified=f.texts("files_modified"),
+            files_deleted=f.texts("files_deleted"),
             downstream_context=dict(context) if isinstance(context, Mapping) else {"text": context},
-            errors=tuple(PhaseError.from_mapping(e) for e in raw.get("errors") or ()),
-            result=None if raw.get("result") is None else str(raw["result"]),
-            worker=None if raw.get("worker") is None else str(raw["worker"]),
-            definition=None if raw.get("definition") is None else str(raw["definition"]),
-            tokens=Tokens.from_mapping(raw.get("tokens")),
-            unverified=raw.get("unverified") is True,
+            errors=tuple(
+                PhaseError.from_mapping(e, f"phase {pid!r} error {n}")
+                for n, e in enumerate(errors, 1)
+            ),
+            result=f.text("result"),
+            worker=f.text("worker"),
+            definition=f.text("definition"),
+            tokens=Tokens.from_mapping(f.mapping("tokens"), f"phase {pid!r} tokens"),
+            unverified=f.raw.get("unverified") is True,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -58,6 +58,7 @@ _FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
 
 # The way out of a session this tool cannot read: what the user can do, said with the problem.
 FRESH = "; --maestro-fresh archives it and starts the session over"
+ASIDE = "; --maestro-fresh moves aside what is in the way, and keeps it"
 
 
 class InvalidTransition(ValueError):
@@ -141,7 +142,7 @@ class SessionStore:
             prepare_dir(state_dir)
             lock = acquire(paths, rel)
         except OSError as error:
-            raise StateError(f"cannot use state dir {state_dir}: {error}") from None
+            raise StateError(f"cannot use state dir {state_dir}: {error}{ASIDE}") from None
         try:
             return cls._resume(paths, plan, rel, lock, fresh, report)
         except OSError as error:

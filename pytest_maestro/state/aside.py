@@ -1,0 +1,63 @@
+"""What ``--maestro-fresh`` moves out of its way: whatever in the state dir has a shape this tool
+never gives it (a directory where its lock, ledger or session file belongs, a file where its
+archive or logs belong, the state dir itself a file). Nothing is deleted: each goes into
+``archive/`` under a name no later move reuses, and a line says where.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+# The files and directories this tool keeps in its state dir (``{name}``: the session's name).
+FILES = (
+    "{name}.md",
+    "{name}.journal",
+    "{name}.lock",
+    "{name}.info",
+    "{name}.spend",
+    "summary.json",
+    ".gitignore",
+)
+DIRECTORIES = ("logs", "preimages", "replaced", "worktrees", "kept")
+
+
+def move_aside(state_dir: Path, name: str) -> list[str]:
+    """Move what has the wrong shape into ``archive/``; one line for each move. OSError when
+    the file system refuses a move."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    lines: list[str] = []
+    if os.path.lexists(state_dir) and not state_dir.is_dir():
+        held = state_dir.with_name(f".{state_dir.name}-{stamp}.moving")  # for a moment
+        os.replace(state_dir, held)
+        state_dir.mkdir()
+        lines.append(_into_archive(state_dir, held, state_dir, stamp, "a file, not a directory"))
+    if not state_dir.is_dir():
+        return lines
+    archive = state_dir / "archive"
+    if os.path.lexists(archive) and not archive.is_dir():
+        held = state_dir / f".archive-{stamp}.moving"
+        os.replace(archive, held)
+        lines.append(_into_archive(state_dir, held, archive, stamp, "not a directory"))
+    for pattern in FILES:
+        path = state_dir / pattern.format(name=name)
+        if os.path.lexists(path) and not path.is_file():
+            lines.append(_into_archive(state_dir, path, path, stamp, "not a regular file"))
+    for directory in DIRECTORIES:
+        path = state_dir / directory
+        if os.path.lexists(path) and not path.is_dir():
+            lines.append(_into_archive(state_dir, path, path, stamp, "not a directory"))
+    return lines
+
+
+def _into_archive(state_dir: Path, path: Path, was: Path, stamp: str, what: str) -> str:
+    archive = state_dir / "archive"
+    archive.mkdir(exist_ok=True)
+    target = archive / f"{was.name}-{stamp}.moved-aside"
+    count = 1
+    while os.path.lexists(target):  # never over an earlier one
+        count += 1
+        target = archive / f"{was.name}-{stamp}-{count}.moved-aside"
+    os.replace(path, target)
+    return f"--maestro-fresh moved aside {was} ({what}), kept as {target}"
