@@ -199,21 +199,17 @@ def test_a_hanging_agent_is_ended_at_the_timeout(pytester: pytest.Pytester, fake
 
 
 HOLDER = """
-import json, os, sys, time
+import os, sys, time
 from pathlib import Path
 state = Path(sys.argv[1])
 (state / "running").mkdir(parents=True, exist_ok=True)
 for n in range(3):  # three calls "running" elsewhere: every new call is one too many
     (state / "running" / f"holder-{n}").write_text(str(os.getpid()))
-calls = state / "calls.jsonl"
+refused = state / "refused"  # a phase id a line, written as the fake refuses its call
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
-    seen = set()
-    for line in calls.read_text().splitlines() if calls.exists() else []:
-        try:
-            seen.add(json.loads(line)["phase_id"])
-        except ValueError:
-            pass  # a line still being written
+    # Not calls.jsonl: a call is written there before it decides whether it is one too many.
+    seen = set(refused.read_text().splitlines()) if refused.exists() else set()
     if len(seen) >= int(sys.argv[2]):
         break  # every phase has been refused once
     time.sleep(0.02)

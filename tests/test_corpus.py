@@ -154,7 +154,8 @@ def test_nmg_draft_tasks() -> None:
     assert plan.title == "Tasks: Creating Issues Skill"
     assert plan.ids == tuple(f"T{n:03d}" for n in range(1, 33))
     assert plan.phase("T001").line == 46
-    assert plan.phase("T001").files.create == ("plugins/nmg-sdlc/skills/draft-issue/",)
+    # The task names a folder (trailing /): declared paths are kept in normal form, one key a file
+    assert plan.phase("T001").files.create == ("plugins/nmg-sdlc/skills/draft-issue",)
     assert plan.phase("T003").files.modify == ("plugins/nmg-sdlc/skills/draft-issue/SKILL.md",)
     assert plan.phase("T018").files.modify == (
         "plugins/nmg-sdlc/.claude-plugin/plugin.json",
