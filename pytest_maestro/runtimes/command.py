@@ -78,7 +78,8 @@ class CommandRuntime(CliRuntime):
 
 class CopilotRuntime(CommandRuntime):
     """GitHub Copilot CLI in prompt mode: the prompt on standard input, JSON Lines events on
-    standard output (``assistant.message``, ``assistant.usage``, ``session.error``)."""
+    standard output (``assistant.message``, ``assistant.usage``, ``session.error``, ``result``).
+    Its usage is premium requests (``result.usage.premiumRequests``), often with no tokens."""
 
     name = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
@@ -107,6 +108,8 @@ class CopilotRuntime(CommandRuntime):
                 failure = f"{data.get('errorType', 'error')}: {data.get('message', '')}"
             elif kind == "result":
                 session = str(event.get("sessionId") or "") or None
+                used = _mapping(event.get("usage")).get("premiumRequests")
+                tokens += Tokens(premium_requests=count(used, "premiumRequests"))
         if failure is None and exit_code != 0:
             failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
