@@ -123,6 +123,9 @@ class OpenCodeRuntime(CommandRuntime):
 
     name = "opencode"
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
+    # A provider without prices in opencode reports a cost of 0: estimated from the phase's
+    # ``provider/model``.
+    priced = True
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.
