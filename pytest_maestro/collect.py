@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -130,10 +131,7 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         duration=round(outcome.finished - outcome.started, 3),
         result=handoff.status_line or (last.message if last and last.text else None),
         failure=failure_message(outcome),
-        tokens_in=tokens.input if spent else None,
-        tokens_out=tokens.output if spent else None,
-        tokens_cached=tokens.cached if spent else None,
-        cost=round(tokens.cost, 6) if spent else None,
+        tokens=replace(tokens, cost=round(tokens.cost, 6)) if spent else None,
         unverified=outcome.unverified or None,
         downstream=dict(handoff.downstream) or None,
         outside=list(outcome.outside) or None,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .state.model import Tokens
+
 # The report attribute that carries the facts (``TestReport(..., maestro=...)`` sets it too).
 WIRE_ATTRIBUTE = "maestro"
 
@@ -88,10 +90,7 @@ class PhaseFacts:
     duration: float | None = None  # seconds
     result: str | None = None  # a one-line account: the agent's status line, a crash
     failure: str | None = None  # one line: which check failed, or why the agent failed
-    tokens_in: int | None = None  # what the phase's agent CLI calls used, all attempts
-    tokens_out: int | None = None
-    tokens_cached: int | None = None
-    cost: float | None = None  # dollars, when the CLI says
+    tokens: Tokens | None = None  # what the phase's agent CLI calls used, all attempts
     unverified: bool | None = None  # passed on the agent's word: no check could fail it
     downstream: dict[str, str] | None = None  # the agent's Downstream Context
     outside: list[str] | None = None  # files the agent changed outside the declared ones
@@ -102,8 +101,12 @@ class PhaseFacts:
 
     def to_wire(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            key: value for key, value in vars(self).items() if value is not None and key != "skip"
+            key: value
+            for key, value in vars(self).items()
+            if value is not None and key not in ("skip", "tokens")
         }
+        if self.tokens is not None:
+            data["tokens"] = self.tokens.to_dict()
         if self.skip is not None:
             data["skip"] = [self.skip.kind.value, self.skip.text, self.skip.phase]
         return data
@@ -113,7 +116,9 @@ class PhaseFacts:
         fields = dict(data)
         skip = fields.pop("skip", None)
         reason = None if skip is None else SkipReason(SkipKind(skip[0]), skip[1], skip[2])
-        return cls(skip=reason, **fields)
+        tokens = fields.pop("tokens", None)
+        spent = None if tokens is None else Tokens.from_mapping(tokens, "tokens")
+        return cls(skip=reason, tokens=spent, **fields)
 
     def attach(self, report: object) -> None:
         setattr(report, WIRE_ATTRIBUTE, self.to_wire())

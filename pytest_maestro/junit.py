@@ -19,6 +19,7 @@ from .facts import PhaseFacts
 from .outcome import PhaseOutcome
 from .plan import Plan
 from .report import phase_output
+from .state.model import Tokens, unpriced_text
 
 PHASE_FACTS = (
     "status",
@@ -30,7 +31,10 @@ PHASE_FACTS = (
     "finished",
     "tokens_in",
     "tokens_out",
+    "premium_requests",
     "cost",
+    "cost_estimated",
+    "unpriced",
     "unverified",
 )
 # junit_logging values that put captured standard output in <system-out>.
@@ -45,12 +49,29 @@ def record_phase(
     if suite is None:
         return
     values: dict[str, Any] = {"agent": agent, "wave": wave, **facts.to_wire()}
+    if facts.tokens is not None:
+        values.update(token_facts(facts.tokens))
     known = [(fact, values[fact]) for fact in PHASE_FACTS if values.get(fact) is not None]
     # A phase reported twice (a failed teardown after its call) keeps its latest facts.
     suite.replace_properties(f"maestro.{facts.phase}.", known)
     if suite.family == "xunit1":
         for fact, value in known:
             suite.add_testcase_property(report, f"maestro.{fact}", str(value))
+
+
+def token_facts(tokens: Tokens) -> dict[str, Any]:
+    """A phase's usage as properties: tokens, premium requests (copilot), the cost (unless no
+    table priced it) and whether it is an estimate, the models no table prices."""
+    facts: dict[str, Any] = {"tokens_in": tokens.input, "tokens_out": tokens.output}
+    if tokens.premium_requests:
+        facts["premium_requests"] = tokens.premium_requests
+    if tokens.cost or not tokens.unpriced:
+        facts["cost"] = tokens.cost
+    if tokens.estimated:
+        facts["cost_estimated"] = True
+    if tokens.unpriced:
+        facts["unpriced"] = unpriced_text(tokens.unpriced)
+    return facts
 
 
 def record_session(config: pytest.Config, plan: Plan, outcomes: Mapping[str, str]) -> None:

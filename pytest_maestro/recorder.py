@@ -16,7 +16,7 @@ from .places import preimage_path, replaced_dir
 from .plan import Phase, Plan
 from .putback import Restored, RestoreError
 from .run_report import session_report
-from .state import Interrupted, SessionStore, SessionUnwritable, StateError, Status, Tokens
+from .state import Interrupted, SessionStore, SessionUnwritable, StateError, Status
 from .state.journal import fsync_dir
 from .texts import last_line
 
@@ -111,13 +111,8 @@ class Recorder:
             )
             if value is not None
         }
-        if facts.tokens_in is not None or facts.cost is not None:
-            record["tokens"] = Tokens(
-                facts.tokens_in or 0,
-                facts.tokens_out or 0,
-                facts.tokens_cached or 0,
-                facts.cost or 0,
-            )
+        if facts.tokens is not None:
+            record["tokens"] = facts.tokens
         if facts.downstream:
             record["downstream_context"] = facts.downstream
         if facts.unverified:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .state.model import PhaseState, SessionDoc, Status
+from .state.model import PhaseState, SessionDoc, Status, Tokens
 from .texts import last_line
 
 # Statuses of a phase that ran: started, and finished or still running.
@@ -29,10 +29,7 @@ class PhaseRow:
     started: datetime | None
     finished: datetime | None
     duration: float | None  # seconds; of a running phase, so far
-    tokens_in: int
-    tokens_out: int
-    tokens_cached: int
-    cost: float
+    tokens: Tokens  # and premium requests, the cost, whether it is an estimate
     unverified: bool
     note: str  # why a phase failed, or was skipped: one line
     blocked_by: tuple[str, ...]
@@ -72,16 +69,17 @@ class RunView:
         return all(row.status == "completed" or row.id in self.done for row in self.rows)
 
     @property
+    def spent(self) -> Tokens:
+        return sum((r.tokens for r in self.rows), Tokens())
+
+    @property
     def tokens(self) -> tuple[int, int, int]:
-        return (
-            sum(r.tokens_in for r in self.rows),
-            sum(r.tokens_out for r in self.rows),
-            sum(r.tokens_cached for r in self.rows),
-        )
+        spent = self.spent
+        return (spent.input, spent.output, spent.cached)
 
     @property
     def cost(self) -> float:
-        return sum(r.cost for r in self.rows)
+        return self.spent.cost
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -179,10 +177,7 @@ def _row(
         started=started,
         finished=finished,
         duration=duration,
-        tokens_in=state.tokens.input,
-        tokens_out=state.tokens.output,
-        tokens_cached=state.tokens.cached,
-        cost=state.tokens.cost,
+        tokens=state.tokens,
         unverified=state.unverified,
         note=_note(state),
         blocked_by=state.blocked_by,

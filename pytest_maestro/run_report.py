@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 from .mermaid import gantt_text, mermaid_id, mermaid_label
 from .rows import PhaseRow, RunView, view
-from .state.model import SessionDoc, Status
+from .state.model import SessionDoc, Status, Tokens, unpriced_text
 from .texts import duration_text
 
 STYLE = {
@@ -98,10 +98,14 @@ def totals(run: RunView, arrow: str = "->") -> list[str]:
     against the phases' time; the critical path as it ran. The terminal summary, the status
     view and the report (as bullets) all say it so."""
     counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
-    tokens_in, tokens_out, tokens_cached = run.tokens
+    spent = run.spent
+    premium = f", {requests(spent.premium_requests)}" if spent.premium_requests else ""
+    notes = ["estimated"] if spent.estimated else []
+    notes += [f"{unpriced_text(spent.unpriced)}: not counted"] if spent.unpriced else []
+    cost = money(spent.cost) + (f" ({'; '.join(notes)})" if notes else "")
     lines = [
-        f"{len(run.rows)} phases: {counts or 'none'}; tokens {tokens_in} in, {tokens_out} out, "
-        f"{tokens_cached} cached; cost {money(run.cost)}"
+        f"{len(run.rows)} phases: {counts or 'none'}; tokens {spent.input} in, {spent.output} out,"
+        f" {spent.cached} cached{premium}; cost {cost}"
     ]
     if run.wall_time is not None:
         gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
@@ -193,7 +197,11 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
     status = row.status
     if status == "completed" and not row.this_run:
         status = "completed earlier"
-    tokens = f"{row.tokens_in}/{row.tokens_out}" if row.tokens_in or row.tokens_out else "-"
+    tokens = "-"
+    if row.tokens.input or row.tokens.output:
+        tokens = f"{row.tokens.input}/{row.tokens.output}"
+    elif row.tokens.premium_requests:
+        tokens = requests(row.tokens.premium_requests)
     return (
         row.id,
         status,
@@ -202,10 +210,23 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
         row.agent or "-",
         row.worker or "-",
         tokens,
-        money(row.cost) if row.cost else "-",
+        cost_text(row.tokens),
         "yes" if row.unverified else "",
         row.note,
     )
+
+
+def cost_text(tokens: Tokens) -> str:
+    """A phase's cost: ``$0.0123``, ``$0.0123 estimated`` (from a price table), ``unknown model
+    X`` when no table priced it, ``-`` when nothing cost anything."""
+    said = [money(tokens.cost) + (" estimated" if tokens.estimated else "")] if tokens.cost else []
+    if tokens.unpriced:
+        said.append(unpriced_text(tokens.unpriced))
+    return "; ".join(said) or "-"
+
+
+def requests(count: int) -> str:
+    return f"{count} premium request{'s' if count != 1 else ''}"
 
 
 def _cell(text: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .rows import PhaseRow, RunView
 from .run_report import TABLE_HEAD, cells_of
+from .state.model import Tokens
 
 
 def text_table(rows: tuple[PhaseRow, ...], width: int = 0) -> list[str]:
@@ -33,6 +34,18 @@ def _time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat(timespec="milliseconds")
 
 
+def usage(tokens: Tokens) -> dict[str, Any]:
+    """Tokens, copilot's premium requests, the cost and whether it is an estimate (a price
+    table's, for a CLI that reports only tokens), the models no table prices ("": none named)."""
+    return {
+        "tokens": {"input": tokens.input, "output": tokens.output, "cached": tokens.cached},
+        "premium_requests": tokens.premium_requests,
+        "cost": round(tokens.cost, 6),
+        "cost_estimated": tokens.estimated,
+        "unpriced_models": list(tokens.unpriced),
+    }
+
+
 def phase_dict(row: PhaseRow) -> dict[str, Any]:
     return {
         "id": row.id,
@@ -45,8 +58,7 @@ def phase_dict(row: PhaseRow) -> dict[str, Any]:
         "start": _time(row.started),
         "finish": _time(row.finished),
         "duration_seconds": None if row.duration is None else round(row.duration, 3),
-        "tokens": {"input": row.tokens_in, "output": row.tokens_out, "cached": row.tokens_cached},
-        "cost": round(row.cost, 6),
+        **usage(row.tokens),
         "unverified": row.unverified,
         "error": row.note or None,
     }
@@ -78,8 +90,7 @@ def summary_dict(run: RunView) -> dict[str, Any]:
         "all_completed": run.all_completed,
         "phase_time_seconds": round(run.phase_time, 3),
         "critical_path": list(run.critical_path),
-        "tokens": dict(zip(("input", "output", "cached"), run.tokens, strict=True)),
-        "cost": round(run.cost, 6),
+        **usage(run.spent),
         "phases": [phase_dict(row) for row in run.rows],
     }
 

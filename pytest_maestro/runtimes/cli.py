@@ -12,12 +12,13 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..handoff import parse_handoff
 from ..numbers import NumberError, reply_dollars, reply_tokens
+from ..prices import estimate
 from ..process import ProcessResult, run_process
 from ..state.model import Tokens
 from ..texts import one_line
@@ -64,6 +65,7 @@ class Reply:
     tokens: Tokens | None = None
     session_id: str | None = None
     blocked: bool = False  # the error needs the user (a setting, a login): trying again won't do
+    model: str | None = None  # the model the CLI says it used, when it says
 
 
 class CliRuntime:
@@ -73,6 +75,10 @@ class CliRuntime:
     name = ""
     executable = ""
     autonomy = ""  # what --maestro-autonomous adds, in words and flags
+    # A CLI that reports tokens and no cost: its cost is estimated from a price table
+    # (prices.py), under this provider's prices (None: the provider a ``provider/model`` names).
+    priced = False
+    price_provider: str | None = None
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         raise NotImplementedError
@@ -142,6 +148,9 @@ class CliRuntime:
             return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
         stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
         reply = self.read(process.exit_code, read_bounded(reply_file), stderr)
+        if self.priced and reply.tokens is not None:
+            model = request.model or reply.model
+            reply = replace(reply, tokens=estimate(reply.tokens, model, self.price_provider))
         return judge(reply, process.exit_code, (process,))
 
     def read(self, exit_code: int, stdout: str, stderr: str) -> Reply:

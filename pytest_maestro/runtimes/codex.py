@@ -2,7 +2,8 @@
 
 The reply is JSON Lines of thread events: the final text is the last ``item.completed`` whose item
 is an ``agent_message``; tokens come from each ``turn.completed``'s ``usage`` (input, cached input,
-output); ``turn.failed`` and ``error`` events say why a turn failed. Codex reports no cost.
+output); ``turn.failed`` and ``error`` events say why a turn failed. Codex reports no cost, nor
+its model: the cost is estimated from the phase's model (OpenAI's prices), else left unknown.
 See docs/agent-clis.md for the sources.
 """
 
@@ -28,6 +29,7 @@ class CodexRuntime(CliRuntime):
     name = "codex"
     executable = "codex"
     autonomy = "--sandbox workspace-write: edits files and runs commands in the project, unasked"
+    priced, price_provider = True, "openai"
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         # The project root need not be a git repository (a scratch directory): this tool keeps

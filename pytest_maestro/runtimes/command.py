@@ -78,7 +78,8 @@ class CommandRuntime(CliRuntime):
 
 class CopilotRuntime(CommandRuntime):
     """GitHub Copilot CLI in prompt mode: the prompt on standard input, JSON Lines events on
-    standard output (``assistant.message``, ``assistant.usage``, ``session.error``)."""
+    standard output (``assistant.message``, ``assistant.usage``, ``session.error``, ``result``).
+    Its usage is premium requests (``result.usage.premiumRequests``), often with no tokens."""
 
     name = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
@@ -107,6 +108,8 @@ class CopilotRuntime(CommandRuntime):
                 failure = f"{data.get('errorType', 'error')}: {data.get('message', '')}"
             elif kind == "result":
                 session = str(event.get("sessionId") or "") or None
+                used = _mapping(event.get("usage")).get("premiumRequests")
+                tokens += Tokens(premium_requests=count(used, "premiumRequests"))
         if failure is None and exit_code != 0:
             failure = f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
@@ -120,6 +123,9 @@ class OpenCodeRuntime(CommandRuntime):
 
     name = "opencode"
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
+    # A provider without prices in opencode reports a cost of 0: estimated from the phase's
+    # ``provider/model``.
+    priced = True
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.

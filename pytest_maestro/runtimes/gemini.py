@@ -3,8 +3,10 @@
 The reply is one JSON object: ``response`` (the final text), ``stats.models.<model>.tokens``
 (``prompt``, ``candidates``, ``cached``) and, when the run failed, ``error`` (``type``,
 ``message``, ``code``), which ends standard error instead (after the CLI's warnings) when the run
-failed. Exit codes are the CLI's ``Fatal*Error`` classes (``EXIT_CODES``); a failed API call exits
-with its HTTP status (429 becomes 173). See docs/agent-clis.md for the sources.
+failed. Exit codes are the CLI's ``Fatal*Error`` classes (``EXIT_CODES``); a failed API call
+exits with its HTTP status (429 becomes 173). Gemini reports no cost: it is estimated from the
+phase's model, else the model of ``stats.models`` that used the most tokens (Google's prices).
+See docs/agent-clis.md for the sources.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class GeminiRuntime(CliRuntime):
     name = "gemini"
     executable = "gemini"
     autonomy = "--approval-mode yolo: edits files and runs commands without asking"
+    priced, price_provider = True, "google"
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["--output-format", "json"]
@@ -72,7 +75,9 @@ class GeminiRuntime(CliRuntime):
         elif not data:
             failure = "no JSON result on standard output"
         session = str(data.get("session_id") or "") or None
-        return Reply(text, failure, _tokens(data.get("stats")), session, exit_code in NEEDS_USER)
+        stats = data.get("stats")
+        tokens, model = _tokens(stats), _model(stats)
+        return Reply(text, failure, tokens, session, exit_code in NEEDS_USER, model)
 
 
 def _tokens(stats: Any) -> Tokens | None:
@@ -89,3 +94,18 @@ def _tokens(stats: Any) -> Tokens | None:
                 cached,
             )
     return total
+
+
+def _model(stats: Any) -> str | None:
+    """The model of ``stats.models`` that used the most tokens (gemini may route a turn to a
+    smaller one beside the main one)."""
+    models = stats.get("models") if isinstance(stats, dict) else None
+    if not isinstance(models, dict) or not models:
+        return None
+
+    def used(name: str) -> int:
+        tokens = models[name].get("tokens") if isinstance(models[name], dict) else None
+        total = tokens.get("total") if isinstance(tokens, dict) else None
+        return total if isinstance(total, int) and not isinstance(total, bool) else 0
+
+    return str(max(models, key=used))

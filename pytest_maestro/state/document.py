@@ -25,6 +25,7 @@ from pytest_maestro.state.model import (
     Status,
     Tokens,
     as_time,
+    unpriced_text,
 )
 
 # Reading uses libyaml when present (see FastSafeLoader). Writing uses the small emitter below: a
@@ -133,6 +134,12 @@ def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
     }
     if doc.tokens.cost:
         usage["total_cost"] = doc.tokens.cost
+    if doc.tokens.estimated:
+        usage["cost_estimated"] = True
+    if doc.tokens.premium_requests:
+        usage["total_premium_requests"] = doc.tokens.premium_requests
+    if doc.tokens.unpriced:
+        usage["unpriced_models"] = list(doc.tokens.unpriced)
     data: dict[str, Any] = {
         "session_id": doc.session_id,
         "task": doc.task,
@@ -185,6 +192,9 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
             usage.count("total_output"),
             usage.count("total_cached"),
             usage.dollars("total_cost"),
+            usage.raw.get("cost_estimated") is True,
+            usage.count("total_premium_requests"),
+            usage.texts("unpriced_models"),
         ),
         by_agent={str(a): Tokens.from_mapping(t, f"by_agent {a}") for a, t in by_agent.items()},
         journal_seq=f.count("journal_seq"),
@@ -277,6 +287,12 @@ def _phase_section(phase: PhaseState) -> list[str]:
     if phase.tokens != Tokens():
         t = phase.tokens
         lines.append(f"- Tokens: {t.input} in, {t.output} out, {t.cached} cached")
+        if t.premium_requests:
+            lines.append(f"- Premium requests: {t.premium_requests}")
+        if t.cost:
+            lines.append(f"- Cost: ${t.cost:.4f}" + (" (estimated)" if t.estimated else ""))
+        if t.unpriced:
+            lines.append(f"- Cost unknown: {unpriced_text(t.unpriced)}")
     if phase.result:
         lines += ["- Result:", *(f"  > {line}" for line in phase.result.splitlines())]
     if phase.unverified:

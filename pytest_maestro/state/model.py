@@ -59,10 +59,18 @@ def as_time(value: object) -> str | None:
 
 @dataclass(frozen=True)
 class Tokens:
+    """What agent CLI calls used. ``cost`` is dollars: the CLI's own figure, or, ``estimated``,
+    one from a price table (``prices.py``) for a CLI that reports only tokens. ``unpriced``
+    names the models whose tokens no table prices ("" when no model was named): their cost is
+    left out, never guessed. ``premium_requests`` is copilot's unit, where it reports no tokens."""
+
     input: int = 0
     output: int = 0
     cached: int = 0
     cost: float = 0.0
+    estimated: bool = False
+    premium_requests: int = 0
+    unpriced: tuple[str, ...] = ()
 
     def __add__(self, other: Tokens) -> Tokens:
         return Tokens(
@@ -70,19 +78,47 @@ class Tokens:
             self.output + other.output,
             self.cached + other.cached,
             self.cost + other.cost,
+            self.estimated or other.estimated,
+            self.premium_requests + other.premium_requests,
+            tuple(dict.fromkeys(self.unpriced + other.unpriced)),
         )
+
+    @property
+    def counted(self) -> bool:
+        """Whether the CLI reported any tokens."""
+        return bool(self.input or self.output or self.cached)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "") -> Tokens:
-        """FieldError names a count or cost that is not one (NaN, negative, text)."""
+        """FieldError names a count or cost that is not one (NaN, negative, text). A session
+        written before estimates and premium requests reads as none of either."""
         f = Fields(raw or {}, where)
-        return cls(f.count("input"), f.count("output"), f.count("cached"), f.dollars("cost"))
+        return cls(
+            f.count("input"),
+            f.count("output"),
+            f.count("cached"),
+            f.dollars("cost"),
+            f.raw.get("estimated") is True,
+            f.count("premium_requests"),
+            f.texts("unpriced"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"input": self.input, "output": self.output, "cached": self.cached}
         if self.cost:
             data["cost"] = self.cost
+        if self.estimated:
+            data["estimated"] = True
+        if self.premium_requests:
+            data["premium_requests"] = self.premium_requests
+        if self.unpriced:
+            data["unpriced"] = list(self.unpriced)
         return data
+
+
+def unpriced_text(models: tuple[str, ...]) -> str:
+    """Why a cost is missing, in words: ``unknown model X``, ``no model named``."""
+    return "; ".join(f"unknown model {m}" if m else "no model named" for m in models)
 
 
 @dataclass(frozen=True)

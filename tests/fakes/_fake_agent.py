@@ -32,8 +32,9 @@ here, from markers anywhere in the prompt text:
   FAKE:NO_AUTH             answer as the CLI does without credentials (not logged in, no key)
   FAKE:NO_NETWORK          as the CLI does without a network (codex: reconnect events, for good)
   FAKE:CAP                 end at the CLI's cost or turn cap (claude: error_max_budget_usd)
-  FAKE:TOKENS in=100 out=20 cost=0.01
-                           the usage (and cost, where the CLI reports one) in the CLI's fields
+  FAKE:TOKENS in=100 out=20 cost=0.01 premium=1
+                           the usage (and cost, where the CLI reports one) in the CLI's fields;
+                           copilot: premium requests, and no token event when in and out are 0
 
 Without markers the fake can still act like a coding agent on a real plan: when the env
 FAKE_AGENT_SOLUTIONS names a directory, it reads the prompt's `## Files (change no others)`
@@ -85,8 +86,9 @@ _FLAGS = (
 
 
 class Tokens:
-    def __init__(self, input: int, output: int, cost: float) -> None:
+    def __init__(self, input: int, output: int, cost: float, premium: int = 1) -> None:
         self.input, self.output, self.cost = input, output, cost
+        self.premium = premium  # copilot's premium requests
 
 
 class Edit:
@@ -146,6 +148,7 @@ class Markers:
                 int(pairs.get("in", tokens.input)),
                 int(pairs.get("out", tokens.output)),
                 float(pairs.get("cost", tokens.cost)),
+                int(pairs.get("premium", tokens.premium)),
             )
         limit = values.get("RATE_LIMIT_OVER")
         return cls(
