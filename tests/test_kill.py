@@ -356,13 +356,17 @@ def pytest_runtest_makereport(item, call):
 """
 
 
+@pytest.mark.parametrize(
+    "options", [(), ("--maestro-isolate=worktree",)], ids=["plain", "isolated"]
+)
 @pytest.mark.slow
 def test_a_kill_after_a_phase_ran_before_the_session_has_it_runs_it_once_more_not_twice(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, options: tuple[str, ...]
 ) -> None:
-    # The phase's pre-images must outlive its end until the session has it completed: the
-    # next run puts its files back, then runs it again; without them, its work lands twice.
-    root = pytester.path
+    # The phase's pre-images (isolated: those its merge-back took) must outlive its end until
+    # the session has it completed: the next run puts its files back, then runs it again;
+    # without them, its work lands twice.
+    root = git_repo(pytester.path)
     (root / "shared.txt").write_text("the user's edit\n")
     pytester.makeconftest(KILL_AFTER_RUN)
     (root / "kill-now").touch()
@@ -376,7 +380,7 @@ def test_a_kill_after_a_phase_ran_before_the_session_has_it_runs_it_once_more_no
         },
     ]
     write_plan(pytester, phases)
-    command = _pytest("-p", "no:cacheprovider")
+    command = _pytest("-p", "no:cacheprovider", *options)
     _finish(root, command)  # killed after p0 ran
     assert not (root / "kill-now").exists()
     # Meanwhile another plan in the same root, with a phase of the same id, runs to its end:
