@@ -41,7 +41,8 @@ class Recorder:
         # (half-done, or done but not yet recorded) is put back, as every phase runs again.
         left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
         if fresh:  # the session is new: whatever phase has pre-images left is put back
-            half_done = [pid for pid in plan.ids if self._preimage(pid).exists()]
+            saved = self._preimages()
+            half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
         else:
             ids = set(plan.ids)
             store.interrupt(
@@ -95,9 +96,17 @@ class Recorder:
         """Pre-images of a phase no killed run left half-done are from before an end that
         was recorded (a kill came between the record and their removal): never to be put back
         over what ran since, should a later run of the phase be killed before it saves its own."""
+        saved = self._preimages()
         for phase_id in self.plan.ids:
-            if phase_id not in half_done:
+            if phase_id not in half_done and self._preimage(phase_id) in saved:
                 self._preimage(phase_id).unlink(missing_ok=True)
+
+    def _preimages(self) -> set[Path]:
+        """The pre-image files in the state dir (one listing, not a look per phase)."""
+        try:
+            return set(self._preimage("x").parent.iterdir())
+        except OSError:  # none yet
+            return set()
 
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
