@@ -15,9 +15,10 @@ def log_path(log_dir: Path, phase_id: str) -> Path:
     return log_dir / f"{file_stem(phase_id)}.log"
 
 
-def preimage_path(log_dir: Path, phase_id: str) -> Path:
-    """Where a phase's declared files are kept as they were before its first attempt."""
-    return log_dir.parent / "preimages" / f"{file_stem(phase_id)}.tar"
+def preimage_path(log_dir: Path, session: str, phase_id: str) -> Path:
+    """Where a phase's declared files are kept as they were before its first attempt: named
+    after the session too, since two plans that run at once in one root may share phase ids."""
+    return log_dir.parent / "preimages" / f"{session}.{file_stem(phase_id)}.tar"
 
 
 def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
@@ -35,10 +36,10 @@ def replaced_dir(log_dir: Path, phase_id: str, why: str) -> Path:
 _REPLACED = itertools.count(1)  # replaced_dir's names within one process
 
 
-def keep_preimage(log_dir: Path, phase_id: str) -> Path | None:
+def keep_preimage(log_dir: Path, session: str, phase_id: str) -> Path | None:
     """The phase's pre-images moved where no run overwrites them (a rename: no space needed)."""
-    preimage = preimage_path(log_dir, phase_id)
-    kept = replaced_dir(log_dir, phase_id, "pre-images") / preimage.name
+    preimage = preimage_path(log_dir, session, phase_id)
+    kept = replaced_dir(log_dir, phase_id, "pre-images") / f"{file_stem(phase_id)}.tar"
     try:
         kept.parent.mkdir(parents=True)
         os.replace(preimage, kept)

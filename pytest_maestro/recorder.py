@@ -31,39 +31,82 @@ class Recorder:
         self.store = store
         self.plan = plan
         self.root = root
+        self.log_dir = log_dir
         # Phases a killed run left half-done: what they still run is ended, then their declared
         # files are put back from the pre-images taken before their first attempt (never from
         # git, which would lose the user's uncommitted work), before anything runs. The session
         # has them in progress, or the running records of the processes that ran them do (the
         # controller does not wait for its record of a start to reach the disk; a worker does,
-        # before the phase runs).
+        # before the phase runs). A fresh session knows none: every phase with pre-images left
+        # (half-done, or done but not yet recorded) is put back, as every phase runs again.
         left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
-        if not fresh:  # a fresh session runs every phase anyway
+        if fresh:  # the session is new: whatever phase has pre-images left is put back
+            saved = self._preimages()
+            half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
+        else:
             ids = set(plan.ids)
             store.interrupt(
                 Interrupted(r.phase, plan.phase(r.phase).files) for r in left if r.phase in ids
             )
+            half_done = [phase.id for phase in store.interrupted]
         for record in left:
             end_groups(record.groups)
         self.restored: list[tuple[str, Restored]] = []  # (phase id, what its restore did)
         self.unwritable: str | None = None
-        for phase in store.interrupted:
-            before = FileSnapshot.load(root, preimage_path(log_dir, phase.id))
-            if before is None:  # none: the phase had changed nothing yet
-                continue
+        for phase_id in half_done:
             try:
-                done = before.restore(replaced_dir(log_dir, phase.id, "interrupted"))
+                done = self._put_back(phase_id)
             except RestoreError as exc:  # nothing written: the next run tries again
                 raise StateError(
-                    f"phase {phase.id!r}, left half-done by a killed run: {exc}; its files from "
+                    f"phase {phase_id!r}, left half-done by a killed run: {exc}; its files from "
                     "before it began stay in its pre-images, for the next run to put back"
                 ) from None
-            self.restored += [(phase.id, restored) for restored in done]
+            self.restored += [(phase_id, restored) for restored in done]
+        self._drop_stale_preimages(set(half_done))
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
             record.path.unlink(missing_ok=True)
         if left:
             fsync_dir(log_dir)
+
+    def _preimage(self, phase_id: str) -> Path:
+        return preimage_path(self.log_dir, self.store.paths.name, phase_id)
+
+    def _put_back(self, phase_id: str) -> list[Restored]:
+        """A half-done phase's declared files put back from its pre-images (none: it had changed
+        nothing yet), RestoreError with nothing written."""
+        before = FileSnapshot.load(self.root, self._preimage(phase_id))
+        if before is None:
+            return []
+        return before.restore(replaced_dir(self.log_dir, phase_id, "interrupted"))
+
+    def crashed(self, phase_id: str) -> list[str]:
+        """A worker died under the phase (controller only): its files put back now, as a killed
+        run's next run would, before another phase writes them; its pre-images go once they
+        are. Whether it died mid-phase or after its end, before the session had that, it runs
+        again from its files as they were. The lines say what was done."""
+        try:
+            done = self._put_back(phase_id)
+        except RestoreError as exc:  # its pre-images stay: the next run tries again
+            return [f"phase {phase_id!r}, its worker crashed: {exc}"]
+        self._preimage(phase_id).unlink(missing_ok=True)
+        return [f"its worker crashed: phase {phase_id!r}: {r.line(Path.cwd())}" for r in done]
+
+    def _drop_stale_preimages(self, half_done: set[str]) -> None:
+        """Pre-images of a phase no killed run left half-done are from before an end that
+        was recorded (a kill came between the record and their removal): never to be put back
+        over what ran since, should a later run of the phase be killed before it saves its own."""
+        saved = self._preimages()
+        for phase_id in self.plan.ids:
+            if phase_id not in half_done and self._preimage(phase_id) in saved:
+                self._preimage(phase_id).unlink(missing_ok=True)
+
+    def _preimages(self) -> set[Path]:
+        """The pre-image files in the state dir (one listing, not a look per phase)."""
+        try:
+            return set(self._preimage("x").parent.iterdir())
+        except OSError:  # none yet
+            return set()
 
     @classmethod
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
@@ -126,6 +169,10 @@ class Recorder:
                 files_created=files.create, files_modified=files.modify, files_deleted=files.delete
             )
         self._record(phase_id, status, **record)
+        if status is Status.COMPLETED and self.unwritable is None:
+            # Its runner left them: until now a kill made the next run put its files back and
+            # run it again. Now the session has it completed, and a kill leaves its work alone.
+            self._preimage(phase_id).unlink(missing_ok=True)
 
     def stop(self, reason: str) -> None:
         if self.unwritable is None:

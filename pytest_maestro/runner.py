@@ -84,9 +84,12 @@ class PhaseRunner:
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
             outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
             # Only a phase that ended is cleared: after an exception the next run finds it
-            # interrupted, as it may well be. Its pre-images go first: a later run of the
-            # phase, killed, must not put back files from before this one.
-            preimage_path(cfg.log_dir, phase.id).unlink(missing_ok=True)
+            # interrupted, as it may well be. A failed phase's files are back as they were: its
+            # pre-images go. A completed one's stay until the session has it completed
+            # (``Recorder.finished``): a kill before that makes the next run put its files back
+            # and run it again, never run it again on top of its own work.
+            if not outcome.ok:
+                preimage_path(cfg.log_dir, cfg.session, phase.id).unlink(missing_ok=True)
             record.clear()
         return outcome
 
@@ -105,7 +108,7 @@ class PhaseRunner:
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult("blocked", str(refused)))
             return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
-        preimage = preimage_path(cfg.log_dir, phase.id)
+        preimage = preimage_path(cfg.log_dir, cfg.session, phase.id)
         restores = cfg.isolation is None  # a worktree is thrown away, not restored
         if before.contents and restores:
             before.save(preimage)
@@ -168,7 +171,7 @@ class PhaseRunner:
             restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
         except RestoreError as exc:
             error = str(exc)
-            moved = keep_preimage(cfg.log_dir, phase.id)
+            moved = keep_preimage(cfg.log_dir, cfg.session, phase.id)
             if moved is not None:
                 error += f"; its files from before the phase are in {shown(moved, self.root)}"
         lines = (
@@ -219,7 +222,7 @@ class PhaseRunner:
                     space,
                     phase,
                     tree,
-                    preimage_path(cfg.log_dir, phase.id),
+                    preimage_path(cfg.log_dir, cfg.session, phase.id),
                     replaced_dir(cfg.log_dir, phase.id, "merge"),
                 )
                 if merged.refused is None:

@@ -101,6 +101,8 @@ class DependencyScheduling:
         if phase_id is None:
             return None
         self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
+        if self.maestro.recorder is not None:  # then its files, before another phase writes them
+            self.maestro.notes += self.maestro.recorder.crashed(phase_id)
         self.run.record(PhaseFacts(phase_id, "failed"))  # its crash report follows
         self._finish(phase_id)
         self.schedule()

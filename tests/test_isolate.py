@@ -3,6 +3,7 @@ edits and untracked files are out of a phase's reach; results come back, the res
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -296,17 +297,18 @@ def test_a_merge_back_error_keeps_the_phase_s_work_and_names_it(
 def test_a_phase_s_pre_images_go_when_it_ends(repo: Path, pytester: pytest.Pytester) -> None:
     preimages = repo / ".maestro" / "preimages"
     preimages.mkdir(parents=True)
-    (preimages / "fresh.tar").write_bytes(b"an earlier run's: not to be put back")
+    session = "plan-" + hashlib.sha256(b"plan.yaml").hexdigest()[:8]  # its files are named so
+    (preimages / f"{session}.fresh.tar").write_bytes(b"an earlier run's: not to be put back")
     write_plan(
         pytester,
         [
             phase(  # its pre-image is saved while it runs
                 "edits",
-                f"test -e {preimages}/edits.tar",
+                f"test -e {preimages}/{session}.edits.tar",
                 "echo edited >> app.txt",
                 files={"modify": ["app.txt"]},
             ),
-            phase("fresh", f"test ! -e {preimages}/fresh.tar"),  # no files: it saves none
+            phase("fresh", f"test ! -e {preimages}/{session}.fresh.tar"),  # no files: it saves none
         ],
     )
     pytester.runpytest("--maestro", "plan.yaml", "-p", "no:cacheprovider").assert_outcomes(passed=2)

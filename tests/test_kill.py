@@ -260,7 +260,10 @@ def _snapshot(root: Path) -> Path:
     return found
 
 
-@pytest.mark.parametrize(("options", "lose_start"), KILLS)
+@pytest.mark.parametrize(
+    ("options", "lose_start"),
+    [*KILLS, pytest.param(("--maestro-fresh",), False, id="then-fresh")],
+)
 @pytest.mark.slow
 def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     pytester: pytest.Pytester, options: tuple[str, ...], lose_start: bool
@@ -338,3 +341,55 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
     assert (root / "shared.txt").read_text() == expected
     kept = list((root / ".maestro" / "replaced").glob("*/*-interrupted/shared.txt"))
     assert kept, "no kill left a half-done phase: the test proved nothing"
+
+
+# A conftest that SIGKILLs pytest once the phase named by KILL_AFTER has run,
+# before its report reaches the session: the phase's work is done, the session does not have it.
+KILL_AFTER_RUN = """
+import os, signal, pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    if call.when == "call" and item.name == "p0" and os.path.exists("kill-now"):
+        os.unlink("kill-now")
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize(
+    "options", [(), ("--maestro-isolate=worktree",)], ids=["plain", "isolated"]
+)
+@pytest.mark.slow
+def test_a_kill_after_a_phase_ran_before_the_session_has_it_runs_it_once_more_not_twice(
+    pytester: pytest.Pytester, options: tuple[str, ...]
+) -> None:
+    # The phase's pre-images (isolated: those its merge-back took) must outlive its end until
+    # the session has it completed: the next run puts its files back, then runs it again;
+    # without them, its work lands twice.
+    root = git_repo(pytester.path)
+    (root / "shared.txt").write_text("the user's edit\n")
+    pytester.makeconftest(KILL_AFTER_RUN)
+    (root / "kill-now").touch()
+    phases = [
+        {"id": "p0", "run": ["echo p0 >> shared.txt"], "files": ["shared.txt"]},
+        {
+            "id": "p1",
+            "run": ["echo p1 >> shared.txt"],
+            "files": ["shared.txt"],
+            "blocked_by": ["p0"],
+        },
+    ]
+    write_plan(pytester, phases)
+    command = _pytest("-p", "no:cacheprovider", *options)
+    _finish(root, command)  # killed after p0 ran
+    assert not (root / "kill-now").exists()
+    # Meanwhile another plan in the same root, with a phase of the same id, runs to its end:
+    # what it saves and drops of its phase's pre-images are not the first plan's.
+    (root / "other.yaml").write_text(
+        "phases: [{id: p0, run: ['echo other >> other.txt'], files: [other.txt]}]\n"
+    )
+    assert _finish(root, [*command[:4], "other.yaml", *command[5:]]).returncode == 0
+    result = _finish(root, command)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert (root / "shared.txt").read_text() == "the user's edit\np0\np1\n"
+    assert not list((root / ".maestro" / "preimages").iterdir())

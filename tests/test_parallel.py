@@ -180,10 +180,17 @@ def test_failure_skips_dependents_on_the_controller(pytester: pytest.Pytester) -
 
 
 def test_worker_crash_fails_that_phase_only(pytester: pytest.Pytester) -> None:
+    # The crashed phase leaves its declared file half-done: it is put back at once, before a
+    # phase that writes it could start on it (the next run's put-back would then undo that one).
+    (pytester.path / "data.txt").write_text("the user's\n")
     write_plan(
         pytester,
         [
-            {"id": "crash", "run": ["sleep 0.3", "kill -9 $PPID"]},
+            {
+                "id": "crash",
+                "run": ["sleep 0.3", "echo half >> data.txt; kill -9 $PPID"],
+                "files": ["data.txt"],
+            },
             timed("needs-crash", 0.1, blocked_by=["crash"]),
             timed("one", 0.5),
             timed("two", 0.3, blocked_by=["one"]),
@@ -204,6 +211,10 @@ def test_worker_crash_fails_that_phase_only(pytester: pytest.Pytester) -> None:
     assert doc.phases["needs-crash"].status == Status.SKIPPED
     assert doc.status == "failed"
     assert 'name="maestro.crash.status" value="failed"' in (pytester.path / "out.xml").read_text()
+    assert (pytester.path / "data.txt").read_text() == "the user's\n"
+    (kept,) = (pytester.path / ".maestro" / "replaced" / "crash").glob("*-interrupted/data.txt")
+    assert kept.read_text() == "the user's\nhalf\n"
+    result.stdout.fnmatch_lines(["its worker crashed: phase 'crash': restored data.txt *"])
 
 
 def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:
