@@ -218,12 +218,11 @@ def _run(
         streams = [(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])]
         lines = feed.line if feed is not None else None
         tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM), lines)
-    watch: Callable[[], object] | None = None
+    ticks: list[Callable[[], object]] = [feed.flush] if feed is not None and tee else []
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
-        watch = SessionWatch(proc.pid, ours, record, before)
-    if feed is not None and apart is not None:
-        watch = _both(watch, feed.flush)
+        ticks.insert(0, SessionWatch(proc.pid, ours, record, before))
+    watch = (lambda: [tick() for tick in ticks]) if ticks else None
     timed_out = False
     try:
         if stdin is not None:
@@ -249,15 +248,6 @@ def _run(
         out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
-
-
-def _both(first: Callable[[], object] | None, then: Callable[[], object]) -> Callable[[], None]:
-    def tick() -> None:
-        if first is not None:
-            first()
-        then()
-
-    return tick
 
 
 def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
