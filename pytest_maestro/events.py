@@ -1,4 +1,5 @@
-"""What a running phase says while it runs: started, retrying, waiting out a rate limit, finished.
+"""What a running phase says while it runs: started, what its agent does, retrying, waiting out a
+rate limit, finished.
 
 A ``PhaseEvent`` is born where the phase runs (the runner, or the controller for a finish) and
 becomes one line of live progress; ``progress.py`` carries it to the process that prints. The wire
@@ -20,7 +21,8 @@ STARTED = "started"
 RETRY = "retry"
 WAITING = "waiting"
 FINISHED = "finished"
-KINDS = (STARTED, RETRY, WAITING, FINISHED)
+ACTIVITY = "activity"  # the agent's latest tool call
+KINDS = (STARTED, RETRY, WAITING, FINISHED, ACTIVITY)
 DETAIL_LIMIT = 200  # characters of a line's detail
 
 
@@ -35,6 +37,7 @@ class PhaseEvent:
     detail: str = ""  # one line: why a retry, the limit waited for, how a phase ended
     wait: float | None = None  # seconds of a rate-limit wait
     status: str | None = None  # a finished phase's status
+    turn: int | None = None  # the agent's turn an activity belongs to
 
     def to_wire(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v not in (None, "")})
@@ -74,6 +77,9 @@ class PhaseEvent:
             return f"started{most}"
         if self.kind == RETRY:
             return _joined(f"attempt {self.attempt} of {self.attempts} after {after}", self.detail)
+        if self.kind == ACTIVITY:
+            turn = f"turn {self.turn}, " if self.turn else ""
+            return f"{one_line(self.detail, DETAIL_LIMIT)} ({turn}{after})"
         if self.kind == WAITING:
             wait = duration_text(self.wait or 0.0)
             return _joined(f"waiting {wait} for a rate limit after {after}", self.detail)
@@ -101,10 +107,15 @@ class Teller:
     most: int  # attempts the phase may make
     progress: Progress | None
 
-    def __call__(self, kind: str, attempt: int, detail: str, wait: float | None = None) -> None:
+    def __call__(
+        self,
+        kind: str,
+        attempt: int,
+        detail: str,
+        wait: float | None = None,
+        turn: int | None = None,
+    ) -> None:
         if self.progress is not None:
             elapsed = time.time() - self.started
-            event = PhaseEvent(
-                self.phase_id, kind, elapsed, attempt, self.most, detail=detail, wait=wait
-            )
-            self.progress(event)
+            when = (self.phase_id, kind, elapsed, attempt, self.most)
+            self.progress(PhaseEvent(*when, detail=detail, wait=wait, turn=turn))

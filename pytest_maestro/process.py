@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar, Protocol
 
 from .leftovers import RunningRecord, SessionWatch, boot_ticks, group_alive, signal_group
 from .reaping import children, end_left
@@ -29,6 +29,15 @@ LOG_LIMIT = 10 * 1024 * 1024
 # What a failure report reads back of a command's output: its last bytes, lines cut short.
 TAIL_BYTES = 64 * 1024
 LINE_LIMIT = 500
+
+
+class LineFeed(Protocol):
+    """Reads a command's standard output line by line: ``line`` on the thread that copies it,
+    ``flush`` on the thread that waits for the command, every ``WATCH_EVERY`` seconds."""
+
+    def line(self, raw: bytes) -> None: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ def run_process(
     stdout_file: Path | None = None,
     stderr_file: Path | None = None,
     hopeless: Callable[[bytes], bool] | None = None,
+    feed: LineFeed | None = None,
 ) -> ProcessResult:
     """Run ``argv``; its stdout and stderr are appended to ``log``.
 
@@ -145,7 +155,8 @@ def run_process(
     goes to its own file, apart: the reply is the CLI's standard output alone, its diagnostics
     its standard error alone; the log has both, in the order they came. ``hopeless`` reads the
     standard output as it comes: when it says the command cannot get anywhere, the command's group
-    is ended then, not at the timeout.
+    is ended then, not at the timeout. ``feed`` (with the files apart) reads each line of the
+    standard output as it comes (an agent's tool calls).
 
     The command leads a new session (and so a new process group): on timeout the whole group gets
     SIGTERM, then SIGKILL, so nothing it started outlives it. Output goes to a file, not a pipe, so
@@ -164,7 +175,7 @@ def run_process(
             out, record = files.enter_context(_open_log(log)), None
         apart = (target, errors) if target and errors else None
         result = _run(
-            argv, cwd, env, timeout, out, record, stdin, header, log, source, apart, hopeless
+            argv, cwd, env, timeout, out, record, stdin, header, log, source, apart, hopeless, feed
         )
         room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
         cut_middle(log, result.log_offset, out.tell(), room)
@@ -184,6 +195,7 @@ def _run(
     source: BinaryIO | None = None,
     apart: tuple[BinaryIO, BinaryIO] | None = None,
     hopeless: Callable[[bytes], bool] | None = None,
+    feed: LineFeed | None = None,
 ) -> ProcessResult:
     if header:
         out.write(header.encode() + b"\n")
@@ -204,11 +216,13 @@ def _run(
     if apart is not None:
         assert proc.stdout is not None and proc.stderr is not None
         streams = [(proc.stdout, [out, apart[0]]), (proc.stderr, [out, apart[1]])]
-        tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM))
-    watch = None
+        lines = feed.line if feed is not None else None
+        tee = Tee(streams, hopeless, lambda: signal_group(proc.pid, signal.SIGTERM), lines)
+    ticks: list[Callable[[], object]] = [feed.flush] if feed is not None and tee else []
     if record is not None:
         record.add_group(proc.pid, before, boot_ticks())
-        watch = SessionWatch(proc.pid, ours, record, before)
+        ticks.insert(0, SessionWatch(proc.pid, ours, record, before))
+    watch = (lambda: [tick() for tick in ticks]) if ticks else None
     timed_out = False
     try:
         if stdin is not None:

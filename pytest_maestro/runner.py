@@ -15,7 +15,7 @@ from pathlib import Path
 from .agent_call import call_agent
 from .agents import Agent
 from .budget import Budget
-from .events import RETRY, STARTED, WAITING, Progress, Teller
+from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .files import FileSnapshot, OutsideRoot, file_problems
 from .git import GitError, changed_files, changed_since
 from .isolate import Isolation, IsolationError, Workspace
@@ -288,6 +288,7 @@ class PhaseRunner:
             model=cfg.model,
             autonomous=cfg.autonomous,
             budget_usd=cfg.budget.left(phase.id, phase.budget_usd) if cfg.budget else None,
+            activity=lambda did: tell(ACTIVITY, number, did.text(), turn=did.turn),
         )
         dirty = changed_files(self.root) if cfg.agent_cli else None
         call = call_agent(

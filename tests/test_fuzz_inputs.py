@@ -278,7 +278,7 @@ FOUND = [
     ("codex", '{"type": "turn.completed", "usage": {"input_tokens": 0, "cached_input_tokens": 1}}'),
     (
         "gemini",
-        '{"response": "x", "stats": {"models": {"m": {"tokens": {"prompt": 1, "cached": 5}}}}}',
+        '{"type": "result", "status": "success", "stats": {"input_tokens": 1, "cached": 5}}',
     ),
 ]
 

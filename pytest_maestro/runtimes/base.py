@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -11,6 +11,7 @@ from ..agents import Agent
 from ..plan import Phase
 from ..process import ProcessResult
 from ..state.model import Tokens
+from .activity import Activity
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class AgentRequest:
     model: str | None = None
     autonomous: bool = False  # the user consented to the CLI acting without asking
     budget_usd: float | None = None  # dollars this attempt may still spend
+    # Shows what the agent is doing (its latest tool call) on the phase's progress line.
+    activity: Callable[[Activity], None] | None = None
 
     def attempt_file(self, suffix: str) -> Path:
         """A file of this attempt beside the phase's log: its prompt, the CLI's reply."""

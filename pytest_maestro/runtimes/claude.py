@@ -1,6 +1,7 @@
-"""Claude Code: ``claude -p --output-format json``, the prompt on standard input.
+"""Claude Code: ``claude -p --output-format stream-json --verbose``, the prompt on standard input.
 
-The reply is one JSON object: ``result`` (the final text), ``is_error``, ``session_id``,
+The reply is JSON Lines of events, read as they come for the tool calls (``activity.py``); the
+last is the result, one JSON object: ``result`` (the final text), ``is_error``, ``session_id``,
 ``total_cost_usd`` and ``usage`` (input, output, cache read and cache creation tokens); an error
 result's reason in ``errors[]``, its tokens in ``modelUsage`` where ``usage`` is all zeros, and the
 tool calls refused in ``permission_denials``. See docs/agent-clis.md for the sources.
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..state.model import Tokens
+from .activity import ClaudeReader, Reader
 from .base import AgentRequest
 from .cli import CliRuntime, Reply, count, dollars, last_json_object, stderr_reason
 
@@ -27,7 +29,7 @@ class ClaudeRuntime(CliRuntime):
     autonomy = "--permission-mode bypassPermissions: edits files and runs commands without asking"
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
-        args = ["-p", "--output-format", "json"]
+        args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.model:
             args += ["--model", request.model]
         if request.agent and request.agent.max_turns:
@@ -38,6 +40,9 @@ class ClaudeRuntime(CliRuntime):
         # would deny silently or wait.
         mode = "bypassPermissions" if request.autonomous else "dontAsk"
         return [*args, "--permission-mode", mode]
+
+    def activity_reader(self, request: AgentRequest) -> Reader:
+        return ClaudeReader(request.root)
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         return {"CLAUDE_CODE_MAX_RETRIES": MAX_RETRIES, **super().environment(request)}

@@ -19,9 +19,10 @@ from typing import Any
 from ..handoff import parse_handoff
 from ..numbers import NumberError, reply_dollars, reply_tokens
 from ..prices import estimate
-from ..process import ProcessResult, run_process
+from ..process import PhaseLog, ProcessResult, run_process
 from ..state.model import Tokens
 from ..texts import one_line
+from .activity import Feed, Reader
 from .base import AgentRequest, AgentResult
 
 # Most of a reply this tool reads back: a reply is text for the session state, not a dump.
@@ -91,6 +92,20 @@ class CliRuntime:
         is ended at once rather than at the timeout. ``stdout`` is its last few KiB."""
         return False
 
+    def activity_reader(self, request: AgentRequest) -> Reader | None:
+        """A reader of the CLI's event stream, one line at a time, for what the agent is doing
+        (``activity.py``); None: the CLI prints no events to read."""
+        return None
+
+    def feed(self, request: AgentRequest) -> Feed | None:
+        """Each tool call the reader finds goes to the phase's log at once, and the newest to
+        ``request.activity``."""
+        reader = self.activity_reader(request)
+        if reader is None:
+            return None
+        held = PhaseLog.held(request.log)
+        return Feed(reader, held.write_line if held is not None else None, request.activity)
+
     def feeds_stdin(self, request: AgentRequest) -> bool:
         """Whether the prompt goes to standard input (else only the prompt file names it)."""
         return True
@@ -135,6 +150,7 @@ class CliRuntime:
                 stdout_file=reply_file,
                 stderr_file=stderr_file,
                 hopeless=self.hopeless,
+                feed=self.feed(request),
             )
         except FileNotFoundError:
             return AgentResult(

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from ..state.model import Tokens
+from .activity import CodexReader, Reader
 from .base import AgentRequest
 from .cli import CliRuntime, Reply, count, json_lines, stderr_reason, uncached
 
@@ -39,6 +40,9 @@ class CodexRuntime(CliRuntime):
             args += ["--model", request.model]
         sandbox = "workspace-write" if request.autonomous else "read-only"
         return [*args, "--sandbox", sandbox, "-"]
+
+    def activity_reader(self, request: AgentRequest) -> Reader:
+        return CodexReader(request.root)
 
     def hopeless(self, stdout: bytes) -> bool:
         return _HOPELESS.search(stdout) is not None

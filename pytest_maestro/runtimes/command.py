@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..state.model import Tokens
+from .activity import CopilotReader, OpenCodeReader, Reader
 from .base import AgentRequest, AgentResult
 from .cli import CliRuntime, Reply, count, dollars, json_lines, stderr_reason
 
@@ -94,6 +95,9 @@ class CopilotRuntime(CommandRuntime):
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
 
+    def activity_reader(self, request: AgentRequest) -> Reader:
+        return CopilotReader(request.root)
+
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         text, failure, session, tokens = "", None, None, Tokens()
         events = json_lines(stdout)
@@ -133,6 +137,9 @@ class OpenCodeRuntime(CommandRuntime):
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
+
+    def activity_reader(self, request: AgentRequest) -> Reader:
+        return OpenCodeReader(request.root)
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         """JSON Lines events: ``text`` parts, ``step_finish`` parts with ``cost`` and

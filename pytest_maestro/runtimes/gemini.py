@@ -1,12 +1,14 @@
-"""Gemini CLI, headless: ``gemini --output-format json``, the prompt on standard input.
+"""Gemini CLI, headless: ``gemini --output-format stream-json``, the prompt on standard input.
 
-The reply is one JSON object: ``response`` (the final text), ``stats.models.<model>.tokens``
-(``prompt``, ``candidates``, ``cached``) and, when the run failed, ``error`` (``type``,
-``message``, ``code``), which ends standard error instead (after the CLI's warnings) when the run
-failed. Exit codes are the CLI's ``Fatal*Error`` classes (``EXIT_CODES``); a failed API call
-exits with its HTTP status (429 becomes 173). Gemini reports no cost: it is estimated from the
-phase's model, else the model of ``stats.models`` that used the most tokens (Google's prices).
-See docs/agent-clis.md for the sources.
+The reply is JSON Lines of events, read as they come for the tool calls (``activity.py``):
+``init`` (``session_id``), the assistant's ``message`` pieces (the final text), ``tool_use``,
+``tool_result``, ``error`` and last ``result`` (``status``, ``error`` with ``type`` and
+``message``, ``stats`` with ``input_tokens``, ``output_tokens``, ``cached`` and per model in
+``models``). A fatal error ends standard error instead (after the CLI's warnings), one JSON
+object: ``error`` (``type``, ``message``, ``code``). Exit codes are the CLI's ``Fatal*Error``
+classes (``EXIT_CODES``); a failed API call exits with its HTTP status (429 becomes 173). Gemini
+reports no cost: it is estimated from the phase's model, else the model of ``stats.models`` that
+used the most tokens (Google's prices). See docs/agent-clis.md for the sources.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..state.model import Tokens
+from .activity import GeminiReader, Reader
 from .base import AgentRequest
 from .cli import (
     CliRuntime,
     Reply,
     count,
-    last_json_object,
+    json_lines,
     stderr_reason,
     trailing_json_object,
     uncached,
@@ -48,20 +51,23 @@ class GeminiRuntime(CliRuntime):
     priced, price_provider = True, "google"
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
-        args = ["--output-format", "json"]
+        args = ["--output-format", "stream-json"]
         if request.model:
             args += ["--model", request.model]
         mode = "yolo" if request.autonomous else "default"
         return [*args, "--approval-mode", mode]
+
+    def activity_reader(self, request: AgentRequest) -> Reader:
+        return GeminiReader(request.root)
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
         # Headless runs refuse an untrusted folder; the user chose to run this project.
         return {"GEMINI_CLI_TRUST_WORKSPACE": "true", **super().environment(request)}
 
     def read_reply(self, exit_code: int, stdout: str, stderr: str) -> Reply:
-        # The reply on stdout; when the API call failed, the error JSON ends stderr, after the
-        # CLI's warnings and a stack trace.
-        data = last_json_object(stdout) or trailing_json_object(stderr) or {}
+        # The reply on stdout; when the run failed before or beside its events, the error JSON
+        # ends stderr, after the CLI's warnings and a stack trace.
+        data = {**(trailing_json_object(stderr) or {}), **_streamed(stdout)}
         text = str(data.get("response") or "")
         error = data.get("error")
         failure = None
@@ -80,20 +86,40 @@ class GeminiRuntime(CliRuntime):
         return Reply(text, failure, tokens, session, exit_code in NEEDS_USER, model)
 
 
+def _streamed(stdout: str) -> dict[str, Any]:
+    """The events as the one object of ``--output-format json``: ``session_id``, ``response``,
+    ``error`` and ``stats``; empty without events."""
+    texts: list[str] = []
+    data: dict[str, Any] = {}
+    for event in json_lines(stdout):
+        kind = event.get("type")
+        if kind == "init":
+            data["session_id"] = event.get("session_id")
+        elif kind == "message" and event.get("role") == "assistant":
+            texts.append(str(event.get("content") or ""))
+        elif kind in ("tool_use", "tool_result") and texts and texts[-1] != "\n":
+            texts.append("\n")  # what it said before a tool call ends a paragraph
+        elif kind == "error" and event.get("severity") == "error":
+            data["error"] = {"type": "error", "message": event.get("message", "")}
+        elif kind == "result":
+            data["stats"] = event.get("stats")
+            if event.get("status") == "error":
+                data["error"] = event.get("error") or data.get("error") or {"type": "error"}
+    if texts:
+        data["response"] = "".join(texts).strip()
+    return data
+
+
 def _tokens(stats: Any) -> Tokens | None:
-    if not isinstance(stats, dict) or not isinstance(stats.get("models"), dict):
+    """From the result's ``stats`` (``input_tokens`` counts the ``cached`` ones)."""
+    if not isinstance(stats, dict):
         return None
-    total = Tokens()
-    for model in stats["models"].values():
-        tokens = model.get("tokens") if isinstance(model, dict) else None
-        if isinstance(tokens, dict):
-            cached = count(tokens.get("cached"))
-            total += Tokens(
-                uncached(count(tokens.get("prompt")), cached, "prompt tokens"),
-                count(tokens.get("candidates")),
-                cached,
-            )
-    return total
+    cached = count(stats.get("cached"))
+    return Tokens(
+        uncached(count(stats.get("input_tokens")), cached, "input tokens"),
+        count(stats.get("output_tokens")),
+        cached,
+    )
 
 
 def _model(stats: Any) -> str | None:
@@ -104,8 +130,8 @@ def _model(stats: Any) -> str | None:
         return None
 
     def used(name: str) -> int:
-        tokens = models[name].get("tokens") if isinstance(models[name], dict) else None
-        total = tokens.get("total") if isinstance(tokens, dict) else None
+        model = models[name]
+        total = model.get("total_tokens") if isinstance(model, dict) else None
         return total if isinstance(total, int) and not isinstance(total, bool) else 0
 
     return str(max(models, key=used))

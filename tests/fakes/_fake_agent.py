@@ -24,6 +24,8 @@ here, from markers anywhere in the prompt text:
                            waited for (what it starts in the background is left running)
   FAKE:HANG                sleep until killed (SIGTERM to the process group ends it)
   FAKE:SLEEP=0.5           sleep that many seconds before answering (the call stays "running")
+  FAKE:PACE=0.5            print the JSON events that many seconds apart, each flushed as it goes
+                           (an agent whose tool calls arrive while it works)
   FAKE:RATE_LIMIT_OVER=3   answer rate-limited, in the CLI's format and exit code, when more than
                            3 fake calls run at once (counted with one file per live call in
                            $FAKE_AGENT_STATE/running; without FAKE_AGENT_STATE nothing is counted)
@@ -71,10 +73,11 @@ if TYPE_CHECKING:
 STATE_ENV = "FAKE_AGENT_STATE"
 SOLUTIONS_ENV = "FAKE_AGENT_SOLUTIONS"
 DEFAULT_TOKENS = (1200, 150, 0.0042)
+PACE = 0.0  # seconds between two printed events (FAKE:PACE)
 
 _EDIT = re.compile(r"FAKE:EDIT[ \t]+(\S+?)=(.*)$", re.MULTILINE)
 _SHELL = re.compile(r"FAKE:SHELL[ \t]+(.+)$", re.MULTILINE)
-_VALUE = re.compile(r"FAKE:(SLEEP|RATE_LIMIT_OVER)=([0-9.]+)")
+_VALUE = re.compile(r"FAKE:(SLEEP|RATE_LIMIT_OVER|PACE)=([0-9.]+)")
 _TOKENS = re.compile(r"FAKE:TOKENS((?:[ \t]+\w+=[0-9.]+)*)")
 _ATTEMPT = re.compile(r"^Attempt:\s*(\d+)", re.MULTILINE)
 _FILES = re.compile(r"^## Files \(change no others\)\n((?:- .*\n?)*)", re.MULTILINE)
@@ -131,8 +134,9 @@ class Markers:
         sleep: float,
         rate_limit_over: int | None,
         tokens: Tokens,
+        pace: float = 0.0,
     ) -> None:
-        self.flags, self.edits, self.sleep = flags, edits, sleep
+        self.flags, self.edits, self.sleep, self.pace = flags, edits, sleep, pace
         self.rate_limit_over, self.tokens = rate_limit_over, tokens
 
     @classmethod
@@ -155,6 +159,7 @@ class Markers:
             flags=flags,
             edits=edits,
             sleep=float(values.get("SLEEP", 0)),
+            pace=float(values.get("PACE", 0)),
             rate_limit_over=int(float(limit)) if limit is not None else None,
             tokens=tokens,
         )
@@ -268,6 +273,8 @@ class Call:
         self.prompt = prompt
         self.root = root
         self.markers = Markers.parse(prompt)
+        global PACE
+        PACE = self.markers.pace
         self.attempt = attempt_of(prompt)
         state = os.environ.get(STATE_ENV)
         self.state = Path(state) if state else None
@@ -449,6 +456,10 @@ def compact(value: object) -> str:
 
 
 def emit_jsonl(events: Sequence[dict[str, object]]) -> None:
-    for event in events:
+    for n, event in enumerate(events):
+        if PACE and n:
+            time.sleep(PACE)
         sys.stdout.write(compact(event) + "\n")
+        if PACE:
+            sys.stdout.flush()
     sys.stdout.flush()
