@@ -311,5 +311,5 @@ def test_a_phase_id_that_is_no_whole_number_beside_another_error_is_one_line(
     plan = tmp_path / "plan.json"
     phase = '{"id": ID, "name": "A", "run": ["true"], "files": {"create": [5]}}'
     plan.write_text('{"title": "t", "phases": [' + phase.replace("ID", bad_id) + "]}")
-    with pytest.raises(PlanError, match="plan.json"):
+    with pytest.raises(PlanError, match=r"plan\.json"):
         load_plan(plan)
