@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.agents import load_agent
-from pytest_maestro.plan import PlanError
+from pytest_maestro.plan import PlanError, load_plan
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES
 from pytest_maestro.runtimes.cli import CliRuntime, judge
 from pytest_maestro.settings import OPTIONS, Option, Settings, SettingsError
@@ -299,3 +300,16 @@ def test_the_reply_fuzzer_reaches_every_agent_cli() -> None:
         "copilot",
         "opencode",
     }
+
+
+@pytest.mark.parametrize("bad_id", ["NaN", "Infinity", "-Infinity", "1.5"])
+def test_a_phase_id_that_is_no_whole_number_beside_another_error_is_one_line(
+    tmp_path: Path, bad_id: str
+) -> None:
+    """A JSON phase id of NaN or an infinity, in a plan with a second schema error, once
+    crashed the error message (``int(nan)``) with an INTERNALERROR."""
+    plan = tmp_path / "plan.json"
+    phase = '{"id": ID, "name": "A", "run": ["true"], "files": {"create": [5]}}'
+    plan.write_text('{"title": "t", "phases": [' + phase.replace("ID", bad_id) + "]}")
+    with pytest.raises(PlanError, match=r"plan\.json"):
+        load_plan(plan)

@@ -190,6 +190,19 @@ def test_expand_fills_placeholders_and_drops_an_option_without_its_value() -> No
 
 
 @pytest.mark.parametrize(
+    "element",
+    ["{prompt_file", "x}", "{root!r}", "{root!x}", "{root:>99999999999}", "{root:d}", "{}"],
+)
+def test_a_malformed_placeholder_is_a_template_error_not_a_crash(element: str) -> None:
+    """An agent file's ``command:`` element that Python's formatter cannot take, or that asks
+    for a conversion or a format spec (``{root:>99999999999}`` would build gigabytes), blocks
+    the phase in one line instead of raising out of the runtime."""
+    values: dict[str, str | None] = {"prompt_file": "/p.md", "root": "/r", "phase_id": "a"}
+    with pytest.raises(TemplateError, match="placeholder"):
+        expand(("x", element), values)
+
+
+@pytest.mark.parametrize(
     ("text", "seconds"),
     [
         ("429 Too Many Requests; retry-after: 30", 30.0),

@@ -29,7 +29,7 @@ class TemplateError(ValueError):
 def expand(template: tuple[str, ...], values: dict[str, str | None]) -> list[str]:
     argv: list[str] = []
     for element in template:
-        names = {name for _, name, _, _ in string.Formatter().parse(element) if name}
+        names = _placeholders(element)
         unknown = names - set(PLACEHOLDERS)
         if unknown:
             raise TemplateError(
@@ -42,6 +42,33 @@ def expand(template: tuple[str, ...], values: dict[str, str | None]) -> list[str
             continue
         argv.append(element.format_map({k: v or "" for k, v in values.items()}))
     return argv
+
+
+def _placeholders(element: str) -> set[str]:
+    """The names ``element`` fills in; TemplateError for what ``str.format`` cannot take (a lone
+    brace, an empty or positional field) and for a conversion or a format spec, which a
+    placeholder has no use for (``{root:>99999999999}`` would build gigabytes)."""
+    try:
+        fields = list(string.Formatter().parse(element))
+    except ValueError as exc:
+        raise TemplateError(f"malformed placeholder in {element!r}: {exc}") from None
+    names: set[str] = set()
+    for _, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if not name or spec or conversion:
+            shown = (
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise TemplateError(
+                f"malformed placeholder {shown} in {element!r}: a placeholder is a bare name"
+            )
+        names.add(name)
+    return names
 
 
 class CommandRuntime(CliRuntime):

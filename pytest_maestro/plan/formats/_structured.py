@@ -174,12 +174,16 @@ def raw_phase_id(raw: Any, index: int) -> str | None:
     value = raw.get("id") if isinstance(raw, dict) else None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
         return None
+    if isinstance(value, float) and not value.is_integer():  # 1.5, NaN, infinities: no id
+        return None
     return id_text(value)
 
 
 def id_text(value: str | int | float) -> str:
     # JSON Schema counts 2.0 as an integer; the id is "2", not "2.0".
-    return str(int(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 # --- shared wording --------------------------------------------------------------------------
