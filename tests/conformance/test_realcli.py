@@ -251,3 +251,20 @@ def test_a_write_claude_denies_is_named_in_the_failure(
     output = result.stdout.str()
     assert "permission denied: Write" in output and "hello.txt" in output, output[-3000:]
     assert not (pytester.path / "hello.txt").exists()
+
+
+def test_a_write_codex_s_sandbox_refuses_is_named_in_the_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only phase needs no consent: codex runs in its read-only sandbox, the fake model's
+    # shell write fails ("Read-only file system"), and codex exits 0 with the agent's "COMPLETED".
+    with fake_api(pytester, monkeypatch, "codex"):
+        (pytester.path / "notes.md").write_text("notes\n")
+        reading = {k: v for k, v in HELLO.items() if k not in ("files", "acceptance")}
+        write_plan(pytester, [{**reading, "reads": ["notes.md"], "max_retries": 0}])
+        result = pytester.runpytest_subprocess(
+            "--maestro", "plan.yaml", "--maestro-runtime=codex", timeout=300
+        )
+    output = result.stdout.str()
+    assert "permission denied: /bin/bash" in output and "hello.txt" in output, output[-3000:]
+    assert not (pytester.path / "hello.txt").exists()
