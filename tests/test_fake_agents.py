@@ -89,7 +89,8 @@ CLIS = {
             lambda out: sum(
                 e["item"]["status"] == "failed"
                 for e in jsonl(out)
-                if e["type"] == "item.completed" and e["item"]["type"] == "file_change"
+                if e["type"] == "item.completed"
+                and e["item"]["type"] in ("file_change", "command_execution")
             ),
         ),
         Cli(

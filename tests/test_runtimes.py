@@ -83,13 +83,19 @@ def test_a_reply_gives_status_tokens_and_the_prompt_went_in_whole(
     assert [p.read_text() for p in sent] == [prompt]  # kept beside the log
 
 
+# How a refused edit is named, for the CLIs whose reply shows it (the others offer the model no
+# write tool without consent: docs/agent-clis.md).
+DENIALS = {"claude": "Write", "codex": "/bin/bash -lc"}
+
+
 @pytest.mark.parametrize("name", AGENT_CLIS)
 def test_edits_need_consent(name: str, tmp_path: Path, state: Path) -> None:
     prompt = "Attempt: 1\nFAKE:EDIT out.txt=hello\n"
     denied = run(name, tmp_path, prompt)
     assert not (tmp_path / "out.txt").exists()
-    if name == "claude":  # its reply lists the refused calls: named, the attempt failed
-        assert denied.status == "failed" and "permission denied: Write" in denied.message
+    if name in DENIALS:  # its reply shows the refused calls: named, the attempt failed
+        assert denied.status == "failed" and f"permission denied: {DENIALS[name]}" in denied.message
+        assert "out.txt" in denied.message
     else:  # the agent still says it did it: the checks must not
         assert denied.status == "completed"
     allowed = run(name, tmp_path, prompt, autonomous=True)

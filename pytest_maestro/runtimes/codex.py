@@ -2,8 +2,9 @@
 
 The reply is JSON Lines of thread events: the final text is the last ``item.completed`` whose item
 is an ``agent_message``; tokens come from each ``turn.completed``'s ``usage`` (input, cached input,
-output); ``turn.failed`` and ``error`` events say why a turn failed. Codex reports no cost, nor
-its model: the cost is estimated from the phase's model (OpenAI's prices), else left unknown.
+output); ``turn.failed`` and ``error`` events say why a turn failed; a ``command_execution`` the
+sandbox refused ("Read-only file system") is a denied call, named. Codex reports no cost, nor its
+model: the cost is estimated from the phase's model (OpenAI's prices), else left unknown.
 See docs/agent-clis.md for the sources.
 """
 
@@ -24,6 +25,9 @@ _HOPELESS = re.compile(
     rb"|network is unreachable|unexpected status 401)",
     re.IGNORECASE,
 )
+
+# What a command says when the sandbox (read-only, or outside the writable root) refuses a write.
+_SANDBOXED = re.compile(r"read-only file system|operation not permitted", re.IGNORECASE)
 
 
 class CodexRuntime(CliRuntime):
@@ -51,6 +55,7 @@ class CodexRuntime(CliRuntime):
         text, failure, session, said = "", None, None, None
         tokens = Tokens()
         events = 0
+        denied: list[str] = []
         for event in json_lines(stdout):
             events += 1
             kind = event.get("type")
@@ -60,6 +65,8 @@ class CodexRuntime(CliRuntime):
                 item = event.get("item")
                 if isinstance(item, dict) and item.get("type") == "agent_message":
                     text = str(item.get("text") or "")
+                elif isinstance(item, dict) and _refused(item):
+                    denied.append(str(item.get("command") or "a command"))
             elif kind == "turn.completed":
                 usage = event.get("usage")
                 if isinstance(usage, dict):
@@ -78,4 +85,12 @@ class CodexRuntime(CliRuntime):
             failure = said or f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
+        if failure is None and denied:
+            failure = f"permission denied: {', '.join(denied)} (the agent went on without them)"
         return Reply(text, failure, tokens if events else None, session)
+
+
+def _refused(item: dict[str, object]) -> bool:
+    """A command the sandbox refused: it failed, saying the file system is read-only to it."""
+    said = str(item.get("aggregated_output") or "")
+    return item.get("type") == "command_execution" and _SANDBOXED.search(said) is not None
