@@ -351,7 +351,8 @@ def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     return path.suffix, bytes(data)
 
 
-@fuzz(400)
+# No deadline: an example reads a plan every way there is, which a busy machine makes slow.
+@settings(fuzz(400), deadline=None)
 @given(plan=mutated())
 def test_mutated_example_plans_give_a_plan_or_a_plan_error(
     scratch: Path, plan: tuple[str, bytes]

@@ -1229,12 +1229,20 @@ class Run:
 
 # The limits are set by the child itself, before pytest starts: a preexec_fn would run Python
 # between fork and exec, which is unsafe in a process with threads (an xdist worker).
+# Its peak memory is its own VmHWM, written at exit to the file PEAK_RSS_FILE names: the child's
+# rusage keeps the high-water mark of the process it was forked from (a worker that has grown).
 _LIMITED_PYTEST = """
-import resource, runpy, sys
+import atexit, os, resource, runpy, sys
 cpu, memory = int(sys.argv[1]), int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file left behind
+
+@atexit.register
+def peak():
+    with open("/proc/self/status") as status, open(os.environ["PEAK_RSS_FILE"], "w") as out:
+        out.write("".join(line for line in status if line.startswith("VmHWM:")))
+
 sys.argv = ["pytest", *sys.argv[3:]]
 runpy.run_module("pytest", run_name="__main__", alter_sys=True)
 """
@@ -1267,7 +1275,7 @@ def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
         child = subprocess.Popen(
             command,
             cwd=cwd,
-            env=_environment(cwd),
+            env={**_environment(cwd), "PEAK_RSS_FILE": str(logs / "peak")},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -1296,10 +1304,16 @@ def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
         ended_by=ended_by,
         stdout=(logs / "stdout").read_text(errors="replace"),
         stderr=(logs / "stderr").read_text(errors="replace"),
-        peak_rss_mb=usage.ru_maxrss / 1024,
+        peak_rss_mb=_peak_kb(logs / "peak", usage.ru_maxrss) / 1024,
         cpu=usage.ru_utime + usage.ru_stime,
         wall=time.monotonic() - started,
     )
+
+
+def _peak_kb(path: Path, otherwise: int) -> int:
+    """The VmHWM the child wrote as it exited (kB), else its rusage's figure."""
+    words = path.read_text().split() if path.exists() else []
+    return int(words[1]) if len(words) > 1 else otherwise
 
 
 def _kill_group(pid: int) -> None:
