@@ -40,8 +40,8 @@ class Recorder:
         # before the phase runs). A fresh session knows none: every phase with pre-images left
         # (half-done, or done but not yet recorded) is put back, as every phase runs again.
         left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
+        saved = self._preimages()  # one listing serves the put-back and the drop of stale ones
         if fresh:  # the session is new: whatever phase has pre-images left is put back
-            saved = self._preimages()
             half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
         else:
             ids = set(plan.ids)
@@ -62,7 +62,7 @@ class Recorder:
                     "before it began stay in its pre-images, for the next run to put back"
                 ) from None
             self.restored += [(phase_id, restored) for restored in done]
-        self._drop_stale_preimages(set(half_done))
+        self._drop_stale_preimages(set(half_done), saved)
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
             record.path.unlink(missing_ok=True)
@@ -92,11 +92,10 @@ class Recorder:
         self._preimage(phase_id).unlink(missing_ok=True)
         return [f"its worker crashed: phase {phase_id!r}: {r.line(Path.cwd())}" for r in done]
 
-    def _drop_stale_preimages(self, half_done: set[str]) -> None:
+    def _drop_stale_preimages(self, half_done: set[str], saved: set[Path]) -> None:
         """Pre-images of a phase no killed run left half-done are from before an end that
         was recorded (a kill came between the record and their removal): never to be put back
         over what ran since, should a later run of the phase be killed before it saves its own."""
-        saved = self._preimages()
         for phase_id in self.plan.ids:
             if phase_id not in half_done and self._preimage(phase_id) in saved:
                 self._preimage(phase_id).unlink(missing_ok=True)
