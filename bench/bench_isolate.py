@@ -32,8 +32,8 @@ from pathlib import Path
 
 from bench_overhead import QUIET, run_pytest
 
-from pytest_maestro.isolate import Isolation
-from pytest_maestro.merge import merge_back
+from pytest_maestro.isolation.merge import merge_back
+from pytest_maestro.isolation.worktree import Isolation
 from pytest_maestro.plan import Files, Phase
 
 GOAL_MS = 300.0

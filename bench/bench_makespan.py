@@ -38,8 +38,8 @@ from pathlib import Path
 
 from plans import PlanDict, random_plan
 
-from pytest_maestro.policy import DagPolicy, Job, Policy, WavePolicy
-from pytest_maestro.simulation import simulate
+from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from pytest_maestro.scheduling.simulation import simulate
 
 QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TIMING_LOG = "timing.log"

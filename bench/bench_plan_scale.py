@@ -35,9 +35,9 @@ from plans import (
     write_plan,
 )
 
-from pytest_maestro.analysis import render
 from pytest_maestro.plan import PlanError, load_plan
 from pytest_maestro.plan.graph import PlanGraph
+from pytest_maestro.views.analysis import render
 
 COLLECT_TARGET_S = 2.0
 GROWTH_TARGET = 12.0

@@ -13,8 +13,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from pytest_maestro.policy import DagPolicy, Job, Policy, WavePolicy
-from pytest_maestro.simulation import lower_bound, simulate
+from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from pytest_maestro.scheduling.simulation import lower_bound, simulate
 
 PolicyClass = Callable[[Sequence[Job], int], Policy]
 

@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_maestro.plan.model import Files, Phase, Plan
-from pytest_maestro.run_report import session_report
 from pytest_maestro.state import SessionStore, Status
 from pytest_maestro.state import store as store_module
+from pytest_maestro.views.markdown_report import session_report
 
 TARGET = 1.5
 

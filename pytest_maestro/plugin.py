@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from . import numbers
-from .analysis import FORMATS as ANALYZE_FORMATS
 from .plan import PlanError, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
 from .settings import OPTIONS, Settings, SettingsError
-from .status import FORMATS as STATUS_FORMATS
+from .views.analysis import FORMATS as ANALYZE_FORMATS
+from .views.status import FORMATS as STATUS_FORMATS
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
@@ -105,7 +105,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("maestro"):
         sys.stderr.write("ERROR: --maestro-analyze needs the plan to analyse: --maestro PLAN\n")
         return pytest.ExitCode.USAGE_ERROR
-    from .analysis import render
+    from .views.analysis import render
 
     try:
         settings = Settings.from_config(config)
@@ -119,7 +119,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def show_status(config: pytest.Config) -> int:
     from .state import StateError
-    from .status import show
+    from .views.status import show
 
     if not config.getoption("maestro"):
         sys.stderr.write("ERROR: --maestro-status needs the plan: --maestro PLAN\n")
@@ -140,10 +140,10 @@ def show_status(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("maestro"):
         return
-    from . import progress
-    from .collect import ORCHESTRATOR_KEY
-    from .orchestrator import Orchestrator
-    from .session import MaestroSession, durations_key
+    from .hooks import progress
+    from .hooks.collect import ORCHESTRATOR_KEY
+    from .hooks.session import MaestroSession, durations_key
+    from .run.orchestrator import Orchestrator
 
     decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
     try:
@@ -176,7 +176,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
     progress.register(config, maestro)
     if config.pluginmanager.hasplugin("xdist"):
-        from . import xdist_hooks
+        from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
 
@@ -258,7 +258,7 @@ def report_allowed(cwd: Path, report: str | None, root: Path, state_dir: str, pl
     of the user's (see ``outputs.report_refusal``)."""
     if not report:
         return
-    from .outputs import report_refusal
+    from .views.outputs import report_refusal
 
     if (cwd / report).resolve().is_relative_to((root / state_dir).resolve()):
         raise SettingsError(

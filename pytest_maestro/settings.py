@@ -11,9 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import Any, Protocol
 
 from . import numbers
 from .numbers import Bounds
@@ -193,6 +191,14 @@ class SettingsError(Exception):
     pass
 
 
+class Config(Protocol):
+    """What settings read of a ``pytest.Config``: so that this module needs no pytest."""
+
+    def getoption(self, name: str) -> Any: ...
+
+    def getini(self, name: str) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Settings:
     plan: Path
@@ -230,7 +236,7 @@ class Settings:
         return tuple(part.strip() for part in text.split(",") if part.strip())
 
     @classmethod
-    def from_config(cls, config: pytest.Config, env: Mapping[str, str] | None = None) -> Settings:
+    def from_config(cls, config: Config, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         values: dict[str, Any] = {
             "plan": Path(config.getoption("maestro")),
@@ -278,9 +284,7 @@ class Settings:
                 raise SettingsError(f"{source} holds a NUL character: {raw!r}")
 
 
-def _resolve(
-    option: Option, config: pytest.Config, env: Mapping[str, str]
-) -> tuple[Any, tuple[str, str]]:
+def _resolve(option: Option, config: Config, env: Mapping[str, str]) -> tuple[Any, tuple[str, str]]:
     """The option's value, and where it came from with the value as written there."""
     cli = config.getoption("maestro_" + option.name)
     if cli is not None and cli is not False:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.events import ACTIVITY, PhaseEvent
+from pytest_maestro.phase.events import ACTIVITY, PhaseEvent
 from pytest_maestro.runtimes.activity import (
     Activity,
     ClaudeReader,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.agents import AgentRegistry, load_agent
 from pytest_maestro.plan import PlanError
+from pytest_maestro.runtimes.agents import AgentRegistry, load_agent
 
 
 def test_an_agent_file_gives_its_fields_and_instructions(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_maestro.analysis import FORMATS, analysis_dict, mermaid_id, mermaid_label, render
 from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Check, Files, Phase, Plan
+from pytest_maestro.views.analysis import FORMATS, analysis_dict, mermaid_id, mermaid_label, render
 
 from .helpers import ANALYSIS_KEYS, ANALYSIS_PHASE_KEYS
 

@@ -1,5 +1,6 @@
-"""The package's structure rules, checked on its source: no import cycle, private pytest and
-xdist APIs only in ``_compat.py``, no ``global``, no pointer to documents outside the repository."""
+"""The package's structure rules, checked on its source: the layers import only downwards, the
+cores never import pytest, no import cycle, private pytest and xdist APIs only in ``_compat.py``,
+no ``global``, no pointer to documents outside the repository."""
 
 from __future__ import annotations
 
@@ -45,6 +46,82 @@ def imports(path: Path) -> set[str]:
     return {module for module in found if module in NAMES and module != name}
 
 
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of everything ``path`` imports from outside the package."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {"pytest_maestro"}
+
+
+# The layers, lowest first (docs/architecture.md, "The layers"). A module imports from its own
+# layer and the layers below it, never above; the key is the first name under the package (a
+# subpackage or a top-level module; "" the package itself).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("numbers", "texts", "git"),
+    ("plan",),
+    ("state",),
+    ("scheduling",),
+    ("files",),
+    ("processes",),
+    ("runtimes",),
+    ("isolation",),
+    ("phase",),
+    ("views",),
+    ("settings",),
+    ("run",),
+    ("hooks", "_compat"),
+    ("plugin", "newhooks", ""),
+)
+RANK = {key: rank for rank, keys in enumerate(LAYERS) for key in keys}
+PYTEST_LAYER = RANK["hooks"]
+PYTEST_NAMES = {"pytest", "_pytest", "xdist", "execnet", "pluggy"}
+
+
+def layer(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def layer_violations(module: str, imported: set[str], external: set[str]) -> list[str]:
+    """What breaks the layer rules in ``module``'s imports, one text each."""
+    own = layer(module)
+    found = [
+        f"{module} imports {other} from the layer above it"
+        for other in sorted(imported)
+        if RANK[layer(other)] > RANK[own]
+    ]
+    if RANK[own] < PYTEST_LAYER:
+        found += [f"{module} imports {name}" for name in sorted(external & PYTEST_NAMES)]
+    if own != "hooks" and module != "pytest_maestro.plugin":
+        found += [
+            f"{module} imports {other}: only plugin.py wires the pytest layer"
+            for other in sorted(imported)
+            if layer(other) == "hooks"
+        ]
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    assert {layer(name) for name in NAMES} == set(RANK)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_a_module_imports_only_its_layer_and_those_below(path: Path) -> None:
+    name = module_name(path)
+    assert layer_violations(name, imports(path), external_imports(path)) == []
+
+
+def test_the_layer_check_finds_each_kind_of_breach() -> None:
+    assert layer_violations("pytest_maestro.plan.model", {"pytest_maestro.phase.runner"}, set())
+    assert layer_violations("pytest_maestro.views.rows", set(), {"pytest"})
+    assert layer_violations("pytest_maestro.newhooks", {"pytest_maestro.hooks.session"}, set())
+    assert not layer_violations("pytest_maestro.hooks.session", {"pytest_maestro.run"}, {"pytest"})
+    assert not layer_violations("pytest_maestro.plugin", {"pytest_maestro.hooks.session"}, set())
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
@@ -73,7 +150,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle() -> None:
     graph = {name: imports(path) for name, path in NAMES.items()}
-    assert graph["pytest_maestro.session"], "the import scan found nothing: it is broken"
+    assert graph["pytest_maestro.hooks.session"], "the import scan found nothing: it is broken"
     assert find_cycle(graph) is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from pytest_maestro.budget import Budget
+from pytest_maestro.phase.budget import Budget
 
 
 def test_costs_add_up_per_run_and_per_phase(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.prices import estimate
+from pytest_maestro.runtimes.prices import estimate
 from pytest_maestro.state import read_session
 from pytest_maestro.state.model import PhaseState, Tokens
 

@@ -18,8 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_maestro.leftovers import boot_ticks, end_groups, read_running_record, record_owner
-from pytest_maestro.reaping import children, end_left, is_subreaper, subreaper
+from pytest_maestro.processes.leftovers import (
+    boot_ticks,
+    end_groups,
+    read_running_record,
+    record_owner,
+)
+from pytest_maestro.processes.reaping import children, end_left, is_subreaper, subreaper
 
 from .test_safety import gone, marked
 

@@ -17,15 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pytest_maestro.plan import (
-    Assumption,
-    Check,
-    Files,
-    Phase,
-    PlanError,
-    detect_format,
-    load_plan,
-)
+from pytest_maestro.plan import Assumption, Check, Files, Phase, PlanError, detect_format, load_plan
 from pytest_maestro.plan.formats import BY_NAME, design_v2, maestro_json, native
 from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
 from pytest_maestro.plan.formats._schema_errors import SchemaValidator

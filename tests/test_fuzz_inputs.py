@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_maestro.agents import load_agent
 from pytest_maestro.plan import PlanError, load_plan
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES
+from pytest_maestro.runtimes.agents import load_agent
 from pytest_maestro.runtimes.cli import CliRuntime, judge
 from pytest_maestro.settings import OPTIONS, Option, Settings, SettingsError
 

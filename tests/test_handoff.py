@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_maestro.handoff import MAX_FIELD, parse_handoff
+from pytest_maestro.runtimes.handoff import MAX_FIELD, parse_handoff
 
 MAESTRO_REPLY = """\
 I added the parser and its tests.

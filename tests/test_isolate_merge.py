@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro import swap
-from pytest_maestro.files import FileSnapshot, remove_tree
-from pytest_maestro.isolate import Isolation, IsolationError, Workspace
-from pytest_maestro.merge import merge_back, scope
+from pytest_maestro.files import swap
+from pytest_maestro.files.declared import FileSnapshot, remove_tree
+from pytest_maestro.isolation.merge import merge_back, scope
+from pytest_maestro.isolation.worktree import Isolation, IsolationError, Workspace
 from pytest_maestro.plan import Files, Phase
 
 from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro import isolate
-from pytest_maestro.isolate import Isolation
-from pytest_maestro.shared_refs import keeper
+from pytest_maestro.isolation import worktree as isolate
+from pytest_maestro.isolation.shared_refs import keeper
+from pytest_maestro.isolation.worktree import Isolation
 
 from .test_isolate import git, init_repo, kept_refs
 from .test_isolate_merge import iso  # noqa: F401  (the fixture)

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.leftovers import RunningRecord, boot_ticks, end_groups, read_running_record
+from pytest_maestro.processes.leftovers import (
+    RunningRecord,
+    boot_ticks,
+    end_groups,
+    read_running_record,
+)
 from pytest_maestro.state import Status, read_session
 from pytest_maestro.state.document import parse_session, render
 from pytest_maestro.state.journal import read_journal

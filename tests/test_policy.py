@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_maestro.policy import DagPolicy, Job, Policy, WavePolicy
-from pytest_maestro.simulation import Schedule, lower_bound, simulate
+from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from pytest_maestro.scheduling.simulation import Schedule, lower_bound, simulate
 
 PolicyClass = Callable[[Sequence[Job], int], Policy]
 

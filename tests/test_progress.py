@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.events import RETRY, STARTED, WAITING, PhaseEvent, duration_text
-from pytest_maestro.facts import PhaseFacts
+from pytest_maestro.phase.events import RETRY, STARTED, WAITING, PhaseEvent, duration_text
+from pytest_maestro.phase.facts import PhaseFacts
 
 from .helpers import assert_phases, phase, write_plan
 

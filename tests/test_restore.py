@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.leftovers import read_running_record
-from pytest_maestro.runner import replaced_dir
+from pytest_maestro.phase.runner import replaced_dir
+from pytest_maestro.processes.leftovers import read_running_record
 
 from .helpers import git_repo, write_plan
 from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
@@ -209,7 +209,7 @@ def test_a_declared_file_the_user_changed_in_kind_after_a_kill_is_left_and_named
 PUT_BACK_ON_A_FULL_DISK = """
 import json
 from pathlib import Path
-from pytest_maestro.files import FileSnapshot
+from pytest_maestro.files.declared import FileSnapshot
 
 root = Path("root")
 root.mkdir()

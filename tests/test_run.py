@@ -8,7 +8,7 @@ import time
 import pytest
 from pytest import LineMatcher
 
-from pytest_maestro.leftovers import read_running_record
+from pytest_maestro.processes.leftovers import read_running_record
 from pytest_maestro.state import read_session
 from pytest_maestro.state.resume import INTERRUPTED
 

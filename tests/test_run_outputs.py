@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.outputs import MERMAID_LIMIT, STEP_SUMMARY_LIMIT, write_outputs
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status
+from pytest_maestro.views.outputs import MERMAID_LIMIT, STEP_SUMMARY_LIMIT, write_outputs
 
 from .helpers import phase, write_plan
 

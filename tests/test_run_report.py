@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_maestro.events import FINISHED, PhaseEvent
-from pytest_maestro.rows import critical_path, parse_time, view
-from pytest_maestro.run_report import GANTT_FORMAT, cells_of, render
+from pytest_maestro.phase.events import FINISHED, PhaseEvent
 from pytest_maestro.state.model import PhaseError, PhaseState, SessionDoc, Status, Tokens
-from pytest_maestro.summary import summary_dict, text_table
 from pytest_maestro.texts import duration_text
+from pytest_maestro.views.markdown_report import GANTT_FORMAT, cells_of, render
+from pytest_maestro.views.rows import critical_path, parse_time, view
+from pytest_maestro.views.summary import summary_dict, text_table
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.facts import PhaseFacts, SkipKind, SkipReason
+from pytest_maestro.phase.facts import PhaseFacts, SkipKind, SkipReason
 from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Phase, Plan
-from pytest_maestro.run import RunState
+from pytest_maestro.run.run_state import RunState
 
 
 def state(*phases: Phase, threshold: float = 0.5, decides: bool = True) -> RunState:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.agents import Agent
 from pytest_maestro.plan.model import Phase
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest, AgentResult
+from pytest_maestro.runtimes.agents import Agent
 from pytest_maestro.runtimes.cli import CliRuntime, judge, retry_after
 from pytest_maestro.runtimes.cli import Reply as CliReply
 from pytest_maestro.runtimes.command import TemplateError, expand

@@ -287,7 +287,7 @@ def test_the_log_limit_bounds_each_attempt_not_each_command(pytester: pytest.Pyt
 
 
 def test_a_short_log_is_left_whole_and_a_long_one_cut_in_the_middle(tmp_path: Path) -> None:
-    from pytest_maestro.process import cut_middle
+    from pytest_maestro.processes.process import cut_middle
 
     log = tmp_path / "p.log"
     log.write_bytes(b"header\n" + b"a" * 100 + b"b" * 1000 + b"c" * 100)
@@ -355,7 +355,7 @@ def test_a_process_that_leaves_its_group_is_found_and_ended(
     pytester.makeconftest(
         f"""
         import subprocess, sys
-        from pytest_maestro.process import run_process
+        from pytest_maestro.processes.process import run_process
         from pytest_maestro.runtimes import AgentResult
 
         class Daemonising:

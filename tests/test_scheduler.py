@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro import scheduler as scheduler_module
-from pytest_maestro.collect import ORCHESTRATOR_KEY, SYNC_NAME
-from pytest_maestro.facts import PhaseFacts
-from pytest_maestro.orchestrator import Orchestrator
-from pytest_maestro.scheduler import DependencyScheduling
+from pytest_maestro.hooks import scheduler as scheduler_module
+from pytest_maestro.hooks.collect import ORCHESTRATOR_KEY, SYNC_NAME
+from pytest_maestro.hooks.scheduler import DependencyScheduling
+from pytest_maestro.phase.facts import PhaseFacts
+from pytest_maestro.run.orchestrator import Orchestrator
 from pytest_maestro.settings import OPTIONS
 
 from .helpers import phase, write_plan

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.outputs import REPORT_MARKER
-from pytest_maestro.rows import parse_time
 from pytest_maestro.state.document import parse_session
 from pytest_maestro.state.journal import read_journal
+from pytest_maestro.views.outputs import REPORT_MARKER
+from pytest_maestro.views.rows import parse_time
 
 from .helpers import phase, write_plan
 

@@ -22,7 +22,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.plan.model import Files, Phase, Plan
-from pytest_maestro.run_report import session_report
 from pytest_maestro.state import (
     Interrupted,
     InvalidTransition,
@@ -41,6 +40,7 @@ from pytest_maestro.state import store as store_module
 from pytest_maestro.state.document import dump_yaml, parse_session
 from pytest_maestro.state.journal import read_journal
 from pytest_maestro.state.resume import INTERRUPTED
+from pytest_maestro.views.markdown_report import session_report
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..agents import Agent
 from ..plan import Phase
-from ..process import ProcessResult
+from ..processes.process import ProcessResult
 from ..state.model import Tokens
 from .activity import Activity
+from .agents import Agent
 
 
 @dataclass(frozen=True)

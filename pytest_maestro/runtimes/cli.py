@@ -16,14 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..handoff import parse_handoff
 from ..numbers import NumberError, reply_dollars, reply_tokens
-from ..prices import estimate
-from ..process import PhaseLog, ProcessResult, run_process
+from ..processes.process import PhaseLog, ProcessResult, run_process
 from ..state.model import Tokens
 from ..texts import one_line
 from .activity import Feed, Reader
 from .base import AgentRequest, AgentResult
+from .handoff import parse_handoff
+from .prices import estimate
 
 # Most of a reply this tool reads back: a reply is text for the session state, not a dump.
 MAX_REPLY_BYTES = 8 * 1024 * 1024

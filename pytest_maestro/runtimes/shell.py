@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..process import ProcessResult, run_process
+from ..processes.process import ProcessResult, run_process
 from .base import AgentRequest, AgentResult
 
 

@@ -12,9 +12,9 @@ Files in the state dir, per plan (``<name>`` is ``<plan stem>-<hash of its path 
 
 from __future__ import annotations
 
-from pytest_maestro.state.journal import read_session
-from pytest_maestro.state.lock import SessionBusy, SessionPaths
-from pytest_maestro.state.model import (
+from .journal import read_session
+from .lock import SessionBusy, SessionPaths
+from .model import (
     PhaseError,
     PhaseState,
     SessionCorrupt,
@@ -24,8 +24,8 @@ from pytest_maestro.state.model import (
     Status,
     Tokens,
 )
-from pytest_maestro.state.resume import Interrupted, fingerprints
-from pytest_maestro.state.store import InvalidTransition, SessionStore
+from .resume import Interrupted, fingerprints
+from .store import InvalidTransition, SessionStore
 
 __all__ = [
     "Interrupted",

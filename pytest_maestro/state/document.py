@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from pytest_maestro.plan.front_matter import split_front_matter
-from pytest_maestro.plan.yaml_loader import FastSafeLoader
-from pytest_maestro.state.fields import Fields
-from pytest_maestro.state.model import (
+from ..plan.front_matter import split_front_matter
+from ..plan.yaml_loader import FastSafeLoader
+from .fields import Fields
+from .model import (
     SESSION_FIELDS,
     PhaseState,
     SessionCorrupt,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pytest_maestro.state.model import PhaseError, PhaseState, Tokens, as_time
+from .model import PhaseError, PhaseState, Tokens, as_time
 
 _FILE_FACTS = ("files_created", "files_modified", "files_deleted")
 _TEXT_FACTS = ("worker", "result", "agent")

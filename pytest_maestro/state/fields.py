@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_maestro import numbers
+from .. import numbers
 
 # What a session may count and have spent over all its runs: finite, never negative.
 COUNT = numbers.Bounds(0, 10**18, whole=True)

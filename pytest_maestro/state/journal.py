@@ -16,9 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_maestro.state.document import parse_session
-from pytest_maestro.state.fields import FieldError, Fields
-from pytest_maestro.state.model import (
+from .document import parse_session
+from .fields import FieldError, Fields
+from .model import (
     SESSION_FIELDS,
     PhaseError,
     PhaseState,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import filelock
 
-from pytest_maestro.plan.model import Plan
-from pytest_maestro.state.journal import atomic_write, fsync_dir
-from pytest_maestro.state.model import StateError, now
+from ..plan.model import Plan
+from .journal import atomic_write, fsync_dir
+from .model import StateError, now
 
 
 class SessionBusy(StateError):

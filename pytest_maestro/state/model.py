@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from pytest_maestro.state.fields import Fields
+from .fields import Fields
 
 SESSION_FIELDS = frozenset({"execution_mode", "execution_backend", "current_batch"})
 SESSION_STATUSES = frozenset({"in_progress", "completed", "failed", "stopped"})

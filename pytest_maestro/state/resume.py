@@ -9,11 +9,11 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pytest_maestro.plan.graph import PlanGraph
-from pytest_maestro.plan.model import Files, Phase, Plan
-from pytest_maestro.state.journal import read_session, replay, reset_phase
-from pytest_maestro.state.lock import SessionPaths
-from pytest_maestro.state.model import PhaseState, SessionDoc, Status, now
+from ..plan.graph import PlanGraph
+from ..plan.model import Files, Phase, Plan
+from .journal import read_session, replay, reset_phase
+from .lock import SessionPaths
+from .model import PhaseState, SessionDoc, Status, now
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
 _NOT_DEFINITION = frozenset(

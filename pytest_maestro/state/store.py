@@ -12,20 +12,13 @@ from typing import Any
 
 import filelock
 
-from pytest_maestro.plan.model import Plan
-from pytest_maestro.state.document import Report, render
-from pytest_maestro.state.entries import clean_facts
-from pytest_maestro.state.journal import Journal, apply_entry, atomic_write
-from pytest_maestro.state.live import Refresher
-from pytest_maestro.state.lock import (
-    SessionPaths,
-    acquire,
-    archive,
-    plan_relpath,
-    prepare_dir,
-    release,
-)
-from pytest_maestro.state.model import (
+from ..plan.model import Plan
+from .document import Report, render
+from .entries import clean_facts
+from .journal import Journal, apply_entry, atomic_write
+from .live import Refresher
+from .lock import SessionPaths, acquire, archive, plan_relpath, prepare_dir, release
+from .model import (
     SESSION_FIELDS,
     SESSION_STATUSES,
     PhaseState,
@@ -37,7 +30,7 @@ from pytest_maestro.state.model import (
     Tokens,
     now,
 )
-from pytest_maestro.state.resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
+from .resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
 
 # The journal is folded into the snapshot past this many entries per phase (and at least
 # _MIN_JOURNAL): a snapshot costs O(phases), so its share of each transition stays constant.

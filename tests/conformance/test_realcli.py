@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.agents import Agent
 from pytest_maestro.plan.model import Phase
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest
+from pytest_maestro.runtimes.agents import Agent
 from pytest_maestro.runtimes.cli import CliRuntime
 from pytest_maestro.state import read_session
 

@@ -24,14 +24,7 @@ from ..model import Assumption, Check, Files, Phase, Plan
 from ..source import Source
 from ..validate import check_phase_count
 from ._schema_errors import Items, SchemaValidator, raise_first_error
-from ._structured import (
-    STRUCTURED_SUFFIXES,
-    Document,
-    id_text,
-    kind_of,
-    parse,
-    raw_phase_id,
-)
+from ._structured import STRUCTURED_SUFFIXES, Document, id_text, kind_of, parse, raw_phase_id
 
 NAME = "native"
 EXPECTS = "YAML/JSON 'phases' list"

@@ -1,0 +1,188 @@
+"""Declared files of a phase: their content before an attempt, what changed, and restoring them;
+removing a tree that has read-only parts."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan import Phase
+from ..texts import shown as shown  # where the modules that show paths have it from
+from .putback import Restored, put_back, read
+
+
+class OutsideRoot(ValueError):
+    pass
+
+
+def inside(root: Path, relative: str) -> Path:
+    """``root / relative``, refusing a path that resolves (through symlinks too) outside root."""
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise OutsideRoot(f"declared file {relative!r} resolves outside the project root {root}")
+    return path
+
+
+@dataclass(frozen=True)
+class FileSnapshot:
+    """The content of a phase's declared files before an attempt (None: absent)."""
+
+    root: Path
+    contents: tuple[tuple[str, bytes | None], ...]
+
+    @classmethod
+    def take(cls, root: Path, phase: Phase) -> FileSnapshot:
+        return cls.of(root, phase.files.all())
+
+    @classmethod
+    def of(cls, root: Path, paths: tuple[str, ...] | list[str]) -> FileSnapshot:
+        return cls(root, tuple((p, read(inside(root, p))) for p in paths))
+
+    def changed(self, relative: str) -> bool:
+        before = dict(self.contents).get(relative)
+        return read(inside(self.root, relative)) != before
+
+    def restore(self, keep: Path) -> list[Restored]:
+        """Put the declared files back as they were, and only those, all or none (RestoreError).
+        What a restore replaces is not thrown away: it is copied under ``keep`` first, at the
+        same relative path; ``keep`` must be a name no other restore uses (``replaced_dir``)."""
+        return put_back(self.root, self.contents, keep)
+
+    def save(self, archive: Path) -> None:
+        """The pre-images on disk (one tar, synced), before the phase changes anything: a killed
+        run's next run restores from them, never from git, which would lose the user's work."""
+        manifest = {relative: content is not None for relative, content in self.contents}
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        tmp = archive.with_name(archive.name + ".tmp")
+        with open(tmp, "wb") as handle:
+            with tarfile.open(fileobj=handle, mode="w") as tar:
+                _add(tar, "manifest.json", json.dumps(manifest).encode())
+                for index, (_, content) in enumerate(self.contents):
+                    if content is not None:
+                        _add(tar, f"files/{index}", content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, archive)
+
+    @classmethod
+    def load(cls, root: Path, archive: Path) -> FileSnapshot | None:
+        """The pre-images saved in ``archive``; None when there are none (or unreadable)."""
+        try:
+            with tarfile.open(archive) as tar:
+                manifest = json.loads(_member(tar, "manifest.json"))
+                contents = tuple(
+                    (relative, _member(tar, f"files/{index}") if present else None)
+                    for index, (relative, present) in enumerate(manifest.items())
+                )
+        except (OSError, tarfile.TarError, KeyError, ValueError, AttributeError):
+            return None
+        return cls(root, contents)
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _member(tar: tarfile.TarFile, name: str) -> bytes:
+    handle = tar.extractfile(name)
+    if handle is None:
+        raise KeyError(name)
+    return handle.read()
+
+
+def file_stem(phase_id: str) -> str:
+    """A file name for a phase's log and pre-images: its id where that is safe, else a safe
+    form with a short hash, so distinct ids never share a file (``a b``, ``a_b``, ``a/b``)."""
+    safe = re.sub(r"[^\w.-]+", "_", phase_id).lstrip(".")[:100]
+    if safe == phase_id:
+        return safe
+    return f"{safe}-{hashlib.sha256(phase_id.encode()).hexdigest()[:10]}"
+
+
+def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
+    """Declared ``create`` files must exist; declared ``modify`` files must have changed; and
+    none may now lead out of the root (a folder the attempt replaced by a symlink)."""
+    out = {p for p in phase.files.all() if _outside(root, p)}
+    problems = [f"declared file {p!r} now leads outside the project root" for p in sorted(out)]
+    files = phase.files
+    create, modify = (tuple(p for p in ps if p not in out) for ps in (files.create, files.modify))
+    problems += [f"declared file {p!r} was not created" for p in create if not (root / p).exists()]
+    dirty = git_dirty(root, modify) if modify else set()
+    problems += [
+        f"declared file {p!r} was not modified"
+        for p in modify
+        if not before.changed(p) and p not in dirty and not (root / p).is_dir()
+    ]
+    problems += [
+        f"declared file {p!r} was not deleted"
+        for p in phase.files.delete
+        if p not in out and (root / p).exists()
+    ]
+    return problems
+
+
+def _outside(root: Path, relative: str) -> bool:
+    try:
+        inside(root, relative)
+    except OutsideRoot:
+        return True
+    return False
+
+
+def git_dirty(root: Path, paths: tuple[str, ...]) -> set[str]:
+    """Which of ``paths`` git reports as changed or new; empty when root is no git work tree.
+
+    This lets a phase rerun after an earlier run already made its change count as modified.
+    One call per path: porcelain output names paths from the repository's top, not from root.
+    """
+    return {path for path in paths if _git_status(root, path)}
+
+
+def _git_status(root: Path, path: str) -> bool:
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", path],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, read-only parts included (an agent's caches may be)."""
+
+    def writable(function: object, name: str, _info: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name) or ".", stat.S_IRWXU)
+            if not os.path.islink(name):  # a link's target may be anything: never touch it
+                os.chmod(name, stat.S_IRWXU)
+            if os.path.isdir(name) and not os.path.islink(name):
+                shutil.rmtree(name, ignore_errors=True)
+            else:
+                os.unlink(name)
+
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif not path.exists():
+        return
+    elif sys.version_info >= (3, 12):  # onerror is deprecated there
+        shutil.rmtree(path, onexc=writable)
+    else:
+        shutil.rmtree(path, onerror=writable)

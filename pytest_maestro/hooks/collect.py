@@ -1,0 +1,138 @@
+"""Collection: the plan file is a pytest File, each phase an Item; see docs/architecture.md."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from .._compat import TerminalRepr, skip_at_item
+from ..phase.facts import PhaseFacts, SkipReason, iso_time
+from ..phase.outcome import PhaseOutcome
+from ..plan import Phase
+from ..run.orchestrator import Orchestrator
+from ..state.model import Tokens
+from ..texts import os_error_text
+from ..views.failure import failure_message, render_failure
+from .junit import attach_output
+
+SYNC_NAME = "maestro-sync"
+ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
+OUTCOME_KEY = pytest.StashKey[PhaseOutcome]()
+SKIP_KEY = pytest.StashKey[SkipReason]()
+SYNC_KEY = pytest.StashKey["SyncItem"]()
+
+
+class PhaseFailed(Exception):
+    def __init__(self, outcome: PhaseOutcome) -> None:
+        super().__init__(outcome.status)
+        self.outcome = outcome
+
+
+class PlanFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        maestro = self.config.stash[ORCHESTRATOR_KEY]
+        unknown = maestro.check_agents()
+        if unknown is not None:
+            raise self.CollectError(unknown)
+        for phase_id in maestro.run.run_order():
+            phase = maestro.plan.phase(phase_id)
+            item = PhaseItem.from_parent(self, name=phase.id, phase=phase)
+            for marker in maestro.markers(phase):
+                item.add_marker(marker)
+            yield item
+        if not maestro.run.decides:  # an xdist worker: see scheduler.py for why
+            sync = SyncItem.from_parent(self, name=SYNC_NAME)
+            self.config.stash[SYNC_KEY] = sync  # kept through any deselection
+            yield sync
+
+
+class PhaseItem(pytest.Item):
+    def __init__(self, *, phase: Phase, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.phase = phase
+
+    @property
+    def maestro(self) -> Orchestrator:
+        return self.config.stash[ORCHESTRATOR_KEY]
+
+    def setup(self) -> None:
+        reason = self.maestro.run.why_not_run(self.phase.id)
+        if reason is not None:
+            self.stash[SKIP_KEY] = reason  # the report's facts say why, typed
+            raise skip_at_item(reason.text)
+
+    def runtest(self) -> None:
+        self.maestro.phase_started(self.phase)
+        outcome = self.maestro.run_phase(self.phase)
+        self.stash[OUTCOME_KEY] = outcome
+        attach_output(self.config, self, outcome)
+        if not outcome.ok:
+            raise PhaseFailed(outcome)
+
+    def facts(self, report: pytest.TestReport) -> PhaseFacts | None:
+        """What the controller must learn of the phase from this report, or None: no news."""
+        phase_id = self.phase.id
+        if report.when == "setup" and report.skipped:
+            reason = self.stash.get(SKIP_KEY, None)
+            if reason is None:  # skipped by something else than this plugin
+                return PhaseFacts(phase_id, "skipped")
+            return PhaseFacts.skipped(phase_id, reason)
+        if report.when == "call":
+            worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
+            outcome = self.stash.get(OUTCOME_KEY, None)
+            if outcome is None:  # runtest raised before the phase had an outcome
+                status = "completed" if report.passed else "failed"
+                return PhaseFacts(phase_id, status, worker=worker)
+            return outcome_facts(outcome, worker)
+        if report.failed:  # an error in setup or teardown
+            return PhaseFacts(phase_id, "failed")
+        return None
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, PhaseFailed):
+            cwd = self.config.invocation_params.dir
+            return render_failure(self.phase, excinfo.value.outcome, cwd)
+        if isinstance(excinfo.value, OSError):  # the disk, not the phase: say so in one line
+            error = excinfo.value
+            return f"phase {self.phase.id!r} could not run: {os_error_text(error)}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        line = self.phase.line - 1 if self.phase.line else None
+        return self.path, line, f"phase {self.phase.id}: {self.phase.name}"
+
+
+class SyncItem(pytest.Item):
+    """A no-op item collected on xdist workers only; see ``scheduler.py`` for why it exists."""
+
+    def runtest(self) -> None:  # never called: the protocol hook short-cuts it
+        pass
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, SYNC_NAME
+
+
+def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
+    tokens, handoff = outcome.tokens, outcome.handoff
+    spent = any(a.tokens != Tokens() for a in outcome.attempts)
+    last = outcome.attempts[-1].agent if outcome.attempts else None
+    return PhaseFacts(
+        outcome.phase_id,
+        outcome.status,
+        worker=worker,
+        attempts=len([a for a in outcome.attempts if a.number]),
+        started=iso_time(outcome.started),
+        finished=iso_time(outcome.finished),
+        duration=round(outcome.finished - outcome.started, 3),
+        result=handoff.status_line or (last.message if last and last.text else None),
+        failure=failure_message(outcome),
+        tokens=replace(tokens, cost=round(tokens.cost, 6)) if spent else None,
+        unverified=outcome.unverified or None,
+        downstream=dict(handoff.downstream) or None,
+        outside=list(outcome.outside) or None,
+    )

@@ -1,0 +1,148 @@
+"""Live progress: a line when a phase starts, retries, waits out a rate limit, finishes.
+
+Only the process that decides prints: the one process without xdist, the controller with it.
+Lines are whole lines written through pytest's terminal reporter, never a partial line and never a
+cursor movement, because pytest's own progress shares the terminal; in a terminal they are
+coloured, in a pipe (a CI log) they are plain. ``-q`` prints none; the default verbosity and up
+print every event, since pytest shows nothing of a running phase. At the default verbosity a
+phase's finish line stands in for its result letter, and results are written without the plan's
+path in front (as xdist writes them): otherwise each line would leave a lone letter, or a path,
+on a line of its own. ``-v`` keeps pytest's result lines as they are.
+
+How an xdist worker's events reach the controller: the worker calls ``pytest_runtest_logstart``
+again for the phase it runs, with the event in the location's last element (as
+pytest-rerunfailures calls it again for each rerun). xdist forwards every logstart to the
+controller at once over its own channel, so this needs no shared file system (remote workers
+work) and no private API; pytest's terminal reporter prints nothing for it at the default
+verbosity and, at ``-v``, the phase's node id, as for any start under xdist. Finishes need no
+message: the controller reads them from the phase's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from .._compat import outside_capture
+from ..phase.events import PhaseEvent
+from ..phase.facts import PhaseFacts
+from ..run.orchestrator import Orchestrator
+
+# Marks a location that carries an event, not a place in the plan.
+EVENT_DOMAIN = "maestro-progress "
+LOCAL_WORKER = "main"  # as PhaseFacts name the process of a run without xdist
+_COLOURS = {"completed": {"green": True}, "failed": {"red": True}, "blocked": {"red": True}}
+
+
+def register(config: pytest.Config, maestro: Orchestrator) -> None:
+    """Give the orchestrator the progress sink of this process: print where reports arrive,
+    send on from an xdist worker."""
+    if maestro.run.decides:
+        lines = ProgressLines(config)
+        config.pluginmanager.register(lines, "maestro-progress")
+        maestro.progress = lines.here
+    else:
+        worker = str(getattr(config, "workerinput", {}).get("workerid", "?"))
+        sender = EventSender(config, worker)
+        config.pluginmanager.register(sender, "maestro-progress")
+        maestro.progress = sender.send
+
+
+def event_of(location: tuple[str, int | None, str]) -> PhaseEvent | None:
+    domain = location[2] if len(location) > 2 else ""
+    if not isinstance(domain, str) or not domain.startswith(EVENT_DOMAIN):
+        return None
+    return PhaseEvent.from_wire(domain[len(EVENT_DOMAIN) :])
+
+
+class ProgressLines:
+    """Writes events as lines, in the process that decides."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def here(self, event: PhaseEvent) -> None:
+        """An event of a phase running in this process: under pytest's output capture (lifting
+        it costs system calls: not for a line that ``-q`` would not print)."""
+        if not self.on:
+            return
+        with outside_capture(self.config):
+            self.show(replace(event, worker=LOCAL_WORKER))
+
+    @property
+    def terminal(self) -> Any:
+        return self.config.pluginmanager.get_plugin("terminalreporter")
+
+    @property
+    def on(self) -> bool:
+        return self.terminal is not None and self.config.get_verbosity() >= 0
+
+    def show(self, event: PhaseEvent) -> None:
+        terminal = self.terminal
+        if not self.on:
+            return
+        terminal.ensure_newline()  # ends pytest's line of a file's results, if one is open
+        if self.config.get_terminal_writer().width_of_current_line:
+            terminal.write("\n")  # xdist's results are written without that bookkeeping
+        terminal.write_line(event.line(), **_COLOURS.get(event.status or "", {}))
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        event = event_of(location)
+        if event is not None:
+            self.show(event)
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self) -> None:
+        if self.on and self.config.get_verbosity() == 0:
+            self.terminal.showfspath = False
+
+    @pytest.hookimpl(trylast=True)  # at -v, after pytest's result line
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if _ran(report):
+            facts = PhaseFacts.of(report)
+            assert facts is not None
+            self.show(PhaseEvent.finished(facts))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport
+    ) -> Generator[None, tuple[str, str, Any], tuple[str, str, Any]]:
+        category, letter, word = yield
+        if self.on and self.config.get_verbosity() == 0 and _ran(report):
+            letter = ""  # the finish line said it
+        return category, letter, word
+
+
+def _ran(report: pytest.TestReport) -> bool:
+    """A report of a phase that ran: it says on which worker (a crash too); a skip or an error in
+    setup does not."""
+    facts = PhaseFacts.of(report)
+    return facts is not None and facts.skip is None and facts.worker is not None
+
+
+class EventSender:
+    """On an xdist worker: sends the events of the phase it runs to the controller."""
+
+    def __init__(self, config: pytest.Config, worker: str) -> None:
+        self.config = config
+        self.worker = worker
+        self.current: tuple[str, tuple[str, int | None, str]] | None = None
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        if event_of(location) is None:
+            self.current = (nodeid, location)
+
+    def send(self, event: PhaseEvent) -> None:
+        # A worker has the controller's options: under -q the controller would print nothing.
+        if self.current is None or self.config.get_verbosity() < 0:
+            return
+        nodeid, (path, line, _) = self.current
+        wire = replace(event, worker=self.worker).to_wire()
+        self.config.hook.pytest_runtest_logstart(
+            nodeid=nodeid, location=(path, line, EVENT_DOMAIN + wire)
+        )

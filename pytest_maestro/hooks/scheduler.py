@@ -1,0 +1,202 @@
+"""DependencyScheduling: the xdist scheduler of ``pytest --maestro PLAN -n N``.
+
+An xdist worker runs the item it holds only once it has received the *next* item (pytest's run
+protocol needs ``nextitem``). So every phase is sent together with the worker's hidden no-op sync
+item: ``[phase, sync]``. The worker runs the phase at once and then waits on the sync item, which
+costs nothing and commits the worker to nothing. A ``Policy`` decides what starts;
+this adapter only moves ids between it and the workers, and reports on the controller the phases
+that must not run (a dependency failed, or they completed in an earlier run).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from .._compat import WorkerController, set_collected_count, xdist_shutting_down
+from ..phase.facts import PhaseFacts
+from ..run.orchestrator import Orchestrator
+from ..scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from .collect import ORCHESTRATOR_KEY, SYNC_NAME
+from .skips import report_skip
+
+
+class DependencyScheduling:
+    def __init__(self, config: pytest.Config, maestro: Orchestrator) -> None:
+        self.config = config
+        self.maestro = maestro
+        self.run = maestro.run
+        self.collection: list[str] | None = None
+        self.node_ids: dict[str, int] = {}  # node id -> index in the collection
+        self.sync_index = -1
+        self.running: dict[WorkerController, str | None] = {}  # worker -> phase it runs
+        self.policy: Policy | None = None
+        self.last_start = 0.0
+
+    # -- the xdist Scheduling protocol ------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return list(self.running)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self.collection is not None
+
+    @property
+    def tests_finished(self) -> bool:
+        return self.policy is not None and self.policy.done
+
+    @property
+    def has_pending(self) -> bool:
+        return self.policy is not None and bool(self.policy.pending or self.policy.running)
+
+    def add_node(self, node: WorkerController) -> None:
+        self.running[node] = None
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        self._uncount_sync_item(len(collection))
+        if self.collection is None:
+            self.collection = list(collection)
+            self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
+            self.sync_index = next(
+                (n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)),
+                -1,
+            )
+            if self.sync_index < 0:
+                # The plan failed to collect (xdist shows the worker's error): run nothing.
+                self.policy = DagPolicy([], 1)
+        elif list(collection) != self.collection:
+            raise pytest.UsageError(f"worker {node.gateway.id} collected a different plan")
+
+    def mark_test_complete(
+        self, node: WorkerController, item_index: int, duration: float = 0
+    ) -> None:
+        if item_index == self.sync_index:
+            return
+        phase_id = self.running[node]
+        self.running[node] = None
+        if phase_id is not None:
+            self._finish(phase_id)
+        self.schedule()
+
+    def mark_test_pending(self, item: str) -> None:
+        raise NotImplementedError("pytest-maestro schedules phases itself")
+
+    def remove_pending_tests_from_node(
+        self, node: WorkerController, indices: Sequence[int]
+    ) -> None:
+        raise NotImplementedError("pytest-maestro does not steal work")
+
+    def remove_node(self, node: WorkerController) -> str | None:
+        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped.
+
+        What the phase held back (its files, the concurrency limit) may start on idle workers now:
+        xdist schedules again only when a replacement worker has collected.
+        """
+        phase_id = self.running.pop(node)
+        if phase_id is None:
+            return None
+        self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
+        if self.maestro.recorder is not None:  # then its files, before another phase writes them
+            self.maestro.notes += self.maestro.recorder.crashed(phase_id)
+        self.run.record(PhaseFacts(phase_id, "failed"))  # its crash report follows
+        self._finish(phase_id)
+        self.schedule()
+        return self._nodeid(phase_id)
+
+    def schedule(self) -> None:
+        if self.collection is None:
+            return
+        if self.policy is None:
+            self.policy = self._start_policy()
+        idle = [node for node, phase in self.running.items() if phase is None]
+        while idle and not self._stopping():
+            job = self.policy.next_job()
+            if job is None:
+                break
+            self._stagger()
+            node = idle.pop(0)
+            self.policy.start(job)
+            self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
+            self.running[node] = job
+            node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _start_policy(self) -> Policy:
+        """Report what must not run at all, then hand the rest to the policy."""
+        assert self.collection is not None
+        maestro, run = self.maestro, self.run
+        selected = [
+            nodeid.rsplit("::", 1)[1]
+            for nodeid in self.collection
+            if not nodeid.endswith("::" + SYNC_NAME)
+        ]
+        run.select(selected)
+        refusal = maestro.cannot_run(selected)
+        if refusal is not None:
+            pytest.exit(refusal, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
+        to_run = []
+        for phase_id in run.topological(selected):
+            reason = run.why_not_run(phase_id, scheduled=True)
+            if reason is None:
+                to_run.append(phase_id)
+            else:
+                report_skip(self.config, maestro.plan, self._nodeid(phase_id), reason)
+        jobs = [self._job(phase_id, set(to_run)) for phase_id in to_run]
+        # Idle workers bound what runs; workers still starting up join as they finish collecting.
+        limit = maestro.settings.max_concurrent or max(len(jobs), 1)
+        kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
+        return kind(jobs, limit)
+
+    def _job(self, phase_id: str, to_run: set[str]) -> Job:
+        phase = self.maestro.plan.phase(phase_id)
+        writes, reads = self.maestro.graph.claims(phase_id)  # one key per file, however named
+        return Job(
+            id=phase_id,
+            deps=frozenset(d for d in phase.blocked_by if d in to_run),
+            writes=frozenset(writes),
+            reads=frozenset(reads),
+            exclusive=not phase.parallel,
+            duration=self.run.duration(phase_id),
+        )
+
+    def _finish(self, phase_id: str) -> None:
+        assert self.policy is not None
+        doomed = [job for job, _ in self.policy.finish(phase_id, self.run.completed(phase_id))]
+        for job in self.run.topological(doomed):
+            reason = self.run.why_not_run(job, scheduled=True)
+            assert reason is not None, f"phase {job!r} is doomed with no reason"
+            report_skip(self.config, self.maestro.plan, self._nodeid(job), reason)
+
+    def _nodeid(self, phase_id: str) -> str:
+        assert self.collection is not None
+        prefix = self.collection[self.sync_index].rsplit("::", 1)[0]
+        return f"{prefix}::{phase_id}"
+
+    def _uncount_sync_item(self, collected: int) -> None:
+        """xdist counts the hidden sync item as a test (again at each worker's collection);
+        progress percentages should not."""
+        if collected:
+            set_collected_count(self.config, collected - 1)
+
+    def _stopping(self) -> bool:
+        """``-x``, ``--maxfail`` or the circuit breaker asked xdist to shut down: start nothing."""
+        return xdist_shutting_down(self.config)
+
+    def _stagger(self) -> None:
+        """Space out phase starts (rate limits of LLM APIs); blocks the controller briefly."""
+        delay = self.maestro.settings.stagger
+        wait = self.last_start + delay - time.monotonic()
+        if delay and wait > 0:
+            time.sleep(wait)
+        self.last_start = time.monotonic()
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
+    maestro = config.stash.get(ORCHESTRATOR_KEY, None)
+    return DependencyScheduling(config, maestro) if maestro is not None else None

@@ -1,0 +1,262 @@
+"""The session plugin: the pytest hooks of one ``pytest --maestro`` run, registered by
+``plugin.py``. What they decide lives in the :class:`Orchestrator` and its :class:`RunState`."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import signal
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._compat import remember_failed, runs_distributed, stop_message, stop_session
+from ..phase.facts import PhaseFacts, SkipKind, SkipReason
+from ..processes.process import interrupted_by
+from ..processes.reaping import subreaper
+from ..run.orchestrator import Orchestrator
+from ..state import StateError
+from ..texts import table_width
+from ..views.outputs import summary_lines
+from . import junit
+from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
+from .header import header_lines
+from .skips import report_skip
+
+# The terminal's category for a phase completed before this run.
+ALREADY_COMPLETED = "already completed"
+
+
+def durations_key(plan_path: Path) -> str:
+    """The cache key of a plan's measured phase durations."""
+    return "maestro/durations/" + hashlib.sha256(str(plan_path).encode()).hexdigest()[:12]
+
+
+class MaestroSession:
+    def __init__(self, config: pytest.Config, maestro: Orchestrator) -> None:
+        self.config = config
+        self.maestro = maestro
+        self.run = maestro.run
+        self.pytest_session: pytest.Session | None = None
+        self.nodeids: dict[str, str] = {}  # phase id -> node id, as reports name them
+        self.stopped = False
+        self.interrupted: str | None = None  # Ctrl-C or a signal, and which
+        self.looped = False  # the run got to its phases: a refused one leaves no outputs
+        self.cleanup = contextlib.ExitStack()  # undone when the session ends
+
+    @pytest.hookimpl
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
+        if file_path.resolve() == self.maestro.plan_path:
+            return PlanFile.from_parent(parent, path=file_path)
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """After every deselection (``-k``, ``-m``, ``--lf``): what runs, in which order.
+
+        The order pytest's options chose (``--ff``) is kept where dependencies allow it. The
+        worker's sync item survives any deselection: the scheduler cannot work without it.
+        """
+        by_id = {i.phase.id: i for i in session.items if isinstance(i, PhaseItem)}
+        session.items[:] = [by_id[i] for i in self.run.keep_order(list(by_id))]
+        sync = self.config.stash.get(SYNC_KEY, None)
+        if sync is not None:
+            session.items.append(sync)
+        self.run.select(by_id)
+        if self.run.decides and not self.config.option.collectonly:
+            refusal = self.maestro.cannot_run(by_id)
+            if refusal is not None:
+                raise pytest.UsageError(refusal)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Lock and resume the plan's session, where reports arrive and phases really run.
+
+        SIGTERM and SIGHUP stop the run as Ctrl-C does, in every process: the commands' own
+        groups are ended (an xdist controller tells its workers to stop, and ends what their
+        records name, since a signal to it does not reach them). A process that runs phases is
+        the subreaper of what they start, so that what its commands leave is found
+        (``reaping``)."""
+        self.pytest_session = session
+        distributed = runs_distributed(self.config)
+        on_signal = self.maestro.stop_running if distributed else None
+        self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
+        if not distributed:
+            self.cleanup.enter_context(subreaper())
+        if not self.run.decides or self.config.option.collectonly:
+            return
+        try:
+            self.maestro.open_state(parallel=runs_distributed(self.config))
+        except StateError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+        return True if isinstance(item, SyncItem) else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if isinstance(item, PhaseItem):
+            facts = item.facts(report)
+            if facts is not None:
+                facts.attach(report)  # travels with the report to xdist's controller
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """A phase an earlier run completed is counted apart from real skips: a fully resumed
+        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
+        if report.when == "setup" and report.skipped:
+            facts = PhaseFacts.of(report)
+            if facts is not None and facts.status == "completed":
+                return ALREADY_COMPLETED, "c", "ALREADY COMPLETED"
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Persist a phase's news before any reporter sees it, then let the breaker judge."""
+        facts = PhaseFacts.of(report)
+        if facts is None:
+            return
+        self.run.record(facts)
+        self.nodeids[facts.phase] = report.nodeid
+        recorder = self.maestro.recorder
+        if recorder is not None:
+            recorder.finished(facts)
+            if recorder.unwritable is not None:
+                self._stop(recorder.unwritable)
+        if self.run.decides:
+            stop = self.maestro.phase_finished(facts)
+            if stop is not None:
+                self._stop(stop)
+            elif facts.status in ("failed", "blocked"):
+                self._check_breaker()
+        phase = self.maestro.plan.phase(facts.phase)
+        agent, wave = self.maestro.agent_name(phase), self.run.graph.wave(phase.id)
+        junit.record_phase(self.config, report, facts, agent, wave)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.run.decides and not self.config.option.collectonly:
+            if self.run.stop_reason is not None:
+                self._report_doomed()
+            self._report_unrun()
+            junit.record_session(self.config, self.maestro.plan, self.run.outcomes)
+            remember_failed(self.config, (self.nodeids[p] for p in self.run.skipped_after_failure))
+            cache = getattr(self.config, "cache", None)
+            if cache is not None:
+                cache.set(durations_key(self.maestro.plan_path), self.run.durations)
+        try:
+            self.maestro.close_state(outputs=self.looped)
+        except StateError as exc:  # a full disk: the journal keeps what the snapshot lacks
+            self.maestro.notes.append(str(exc))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.cleanup.close()
+
+    def pytest_unconfigure(self) -> None:
+        self.cleanup.close()
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.run.decides:  # an xdist worker's header is shown nowhere
+            return []
+        workers = config.getoption("numprocesses", None)
+        workers = workers if isinstance(workers, int) else 0
+        return header_lines(self.maestro, config.invocation_params.dir, workers)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        written = self.maestro.written
+        if written is not None or self.maestro.notes:
+            terminalreporter.section("maestro", sep="-")
+        if written is not None:
+            cwd = self.config.invocation_params.dir
+            paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
+            for line in summary_lines(written, *paths, cwd, table_width()):
+                terminalreporter.line(line)
+        if written is not None and self.interrupted:
+            for row in written.run.rows:
+                if row.status == "in_progress":  # stopped mid-phase: not failed, not done
+                    terminalreporter.write_line(
+                        f"maestro: phase {row.id!r} was interrupted ({self.interrupted}); the "
+                        "next run runs it again, its declared files put back first"
+                    )
+        if self.run.resumed:
+            terminalreporter.write_line(
+                f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
+                "again (--maestro-fresh runs every phase)"
+            )
+        for note in self.maestro.notes:
+            terminalreporter.line(note)
+        warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
+        if warnings:
+            terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
+            for warning in warnings:
+                terminalreporter.line(warning)
+
+    def _check_breaker(self) -> None:
+        if self.run.stop_reason is not None:
+            return  # already stopping
+        reason = self.run.breaker_verdict()
+        if reason is not None:
+            self._stop(reason)
+
+    def _stop(self, reason: str) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.maestro.recorder is not None:
+            self.maestro.recorder.stop(reason)
+        stop_session(self.config, self.pytest_session, reason)
+
+    def _report_unrun(self) -> None:
+        """After a stop (-x, Ctrl-C, the breaker, the budget), every selected phase that did not
+        run is reported skipped with the reason: the summary, JUnit and --lf account for all."""
+        unrun = [p for p in self.run.topological(self.run.selected) if p not in self.run.outcomes]
+        if not unrun:
+            return
+        why = self.interrupted or stop_message(self.config, self.pytest_session) or "stopped early"
+        reason = SkipReason.stopped(why)
+        for phase_id in unrun:
+            nodeid = self._nodeid(phase_id)
+            if nodeid is not None:
+                report_skip(self.config, self.maestro.plan, nodeid, reason)
+
+    def _nodeid(self, phase_id: str) -> str | None:
+        if phase_id in self.nodeids:
+            return self.nodeids[phase_id]
+        if self.pytest_session is not None:
+            for item in self.pytest_session.items:
+                if isinstance(item, PhaseItem) and item.phase.id == phase_id:
+                    return item.nodeid
+        known = next(iter(self.nodeids.values()), None)  # under xdist: as reports name phases
+        return f"{known.rsplit('::', 1)[0]}::{phase_id}" if known else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        self.looped = True
+        try:
+            return (yield)
+        except KeyboardInterrupt as stop:
+            self.interrupted = str(stop) or "interrupted"
+            raise
+
+    def _report_doomed(self) -> None:
+        """After the breaker, the phases that failures doomed are reported skipped, as they are
+        without it: the summary, the JUnit file and ``--lf`` count them. (Under xdist the
+        scheduler has already reported them; without it the loop stopped before them.)"""
+        if self.pytest_session is None:
+            return
+        items = self.pytest_session.items
+        nodeids = {i.phase.id: i.nodeid for i in items if isinstance(i, PhaseItem)}
+        for phase_id in self.run.doomed():
+            if phase_id in nodeids:
+                reason = self.run.why_not_run(phase_id, scheduled=True) or _NOT_RUN
+                report_skip(self.config, self.maestro.plan, nodeids[phase_id], reason)
+
+
+_NOT_RUN = SkipReason(SkipKind.DEPENDENCY, "not run")

@@ -1,0 +1,29 @@
+"""Skips the controller reports itself, for phases it never sends to a worker.
+
+A phase the controller knows must not run (a dependency failed, an earlier run completed it, the
+circuit breaker doomed it) gets the setup and teardown reports a worker would have sent, as
+xdist does for a crashed item, so that the terminal, JUnit, ``--lf`` and the session state see it
+like any other skipped phase.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ..phase.facts import PhaseFacts, SkipReason
+from ..plan import Plan
+
+
+def report_skip(config: pytest.Config, plan: Plan, nodeid: str, reason: SkipReason) -> None:
+    phase = plan.phase(nodeid.rsplit("::", 1)[1])
+    location = (str(plan.path), (phase.line or 1) - 1, f"phase {phase.id}: {phase.name}")
+    longrepr = (str(plan.path), phase.line or 0, f"Skipped: {reason.text}")
+    facts = PhaseFacts.skipped(phase.id, reason)
+    hook = config.hook
+    hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+    setup = pytest.TestReport(nodeid, location, {}, "skipped", longrepr, "setup")
+    facts.attach(setup)
+    hook.pytest_runtest_logreport(report=setup)
+    teardown = pytest.TestReport(nodeid, location, {}, "passed", None, "teardown")
+    hook.pytest_runtest_logreport(report=teardown)
+    hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)

@@ -1,0 +1,398 @@
+"""PhaseRunner: the attempt loop of one phase. Knows nothing of pytest or xdist.
+
+See docs/architecture.md, "The flow of one phase from plan to JUnit"."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..files.declared import FileSnapshot, OutsideRoot, file_problems
+from ..files.places import keep_preimage, log_path, preimage_path
+from ..files.places import (
+    replaced_dir as replaced_dir,  # the one maker of such names: merges call it
+)
+from ..files.putback import Restored, RestoreError
+from ..git import GitError, changed_files, changed_since
+from ..isolation.merge import UNDOES, merge_back, scope, undoes
+from ..isolation.worktree import Isolation, IsolationError, Workspace
+from ..plan import Phase, Plan
+from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord, running_record_path
+from ..processes.process import LOG_LIMIT, PhaseLog, run_process
+from ..runtimes import AgentRequest, AgentResult, Runtime
+from ..runtimes.agents import Agent
+from ..texts import shown
+from .agent_call import call_agent
+from .budget import Budget
+from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
+from .outcome import Attempt, CheckFailure, PhaseOutcome
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    plan: Plan
+    root: Path
+    log_dir: Path
+    session: str  # the session's name: the running record's file is named after it
+    timeout: float
+    check_timeout: float
+    max_retries: int
+    agent: Agent | None = None
+    model: str | None = None
+    autonomous: bool = False
+    # An agent CLI's word needs proof: its handoff is asked for, files outside the declared
+    # ones are looked for, and a pass without any check command is "unverified".
+    agent_cli: bool = False
+    strict_files: bool = False  # a change outside the declared files fails the attempt
+    max_wait: float = 900.0  # seconds the phase may wait out rate limits
+    budget: Budget | None = None
+    ignored: tuple[str, ...] = (".maestro/",)  # paths no agent is blamed for (the state dir)
+    # Files that phases running beside this one declare: their changes are not this phase's.
+    concurrent_files: frozenset[str] = frozenset()
+    log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
+    isolation: Isolation | None = None  # each phase in a worktree of its own, merged back
+    progress: Progress | None = None  # told when the phase starts, retries, waits
+
+
+PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
+
+
+class PhaseRunner:
+    def __init__(self, config: RunConfig, runtime: Runtime, prompt: PromptBuilder) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.prompt = prompt
+        self._base_env: dict[str, str] | None = None
+        self.root = config.root  # where the phase runs: its worktree when isolated
+        self.space: Workspace | None = None  # that worktree
+
+    def run(self, phase: Phase) -> PhaseOutcome:
+        cfg = self.config
+        log = log_path(cfg.log_dir, phase.id)
+        with (
+            RunningRecord(running_record_path(cfg.log_dir, cfg.session, os.getpid())) as record,
+            PhaseLog.hold(log, record, cfg.log_limit) as out,
+        ):
+            # On disk before the phase runs anything when it has files to put back after a crash
+            # of the machine; a phase without declared files only reruns, record or not.
+            # An isolated phase writes into the user's tree only when merged back, with
+            # pre-images taken first: whatever it declares, its start must be on disk.
+            isolated = cfg.isolation is not None
+            record.start(phase.id, durable=bool(phase.files.all()) or isolated)
+            outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
+            # Only a phase that ended is cleared: after an exception the next run finds it
+            # interrupted, as it may well be. A failed phase's files are back as they were: its
+            # pre-images go. A completed one's stay until the session has it completed
+            # (``Recorder.finished``): a kill before that makes the next run put its files back
+            # and run it again, never run it again on top of its own work.
+            if not outcome.ok:
+                preimage_path(cfg.log_dir, cfg.session, phase.id).unlink(missing_ok=True)
+            record.clear()
+        return outcome
+
+    def _run(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
+        cfg = self.config
+        log = out.path
+        started = time.time()
+        retries = cfg.max_retries if phase.max_retries is None else phase.max_retries
+        tell = Teller(phase.id, started, retries + 1, cfg.progress)
+        tell(STARTED, 1, "")
+        blocked = self._preflight(phase, log)
+        if blocked is not None:
+            return PhaseOutcome(phase.id, "blocked", (blocked,), log, started, time.time())
+        try:
+            before = FileSnapshot.take(self.root, phase)
+        except OutsideRoot as refused:
+            attempt = Attempt(0, AgentResult("blocked", str(refused)))
+            return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
+        preimage = preimage_path(cfg.log_dir, cfg.session, phase.id)
+        restores = cfg.isolation is None  # a worktree is thrown away, not restored
+        if before.contents and restores:
+            before.save(preimage)
+        else:  # none of its declared files exists yet: an earlier run's are not to be put back
+            preimage.unlink(missing_ok=True)
+        outcome, ran = self._attempts(phase, out, before, tell, retries)
+        if outcome.ok or not restores or outcome.not_put_back or not before.contents or not ran:
+            return outcome
+        # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
+        put, error = self._put_back(phase, before, f"attempt-{ran}", out)
+        return replace(outcome, put_back=put, not_put_back=error)
+
+    def _attempts(
+        self,
+        phase: Phase,
+        out: PhaseLog,
+        before: FileSnapshot,
+        tell: Teller,
+        retries: int,
+    ) -> tuple[PhaseOutcome, int]:
+        """Up to ``1 + retries`` attempts, before each retry the declared files put back; and
+        the number of the last attempt that ran (0: none did)."""
+        cfg, started = self.config, tell.started
+        attempts: list[Attempt] = []
+        status, ran, stuck = "failed", 0, None
+        for number in range(1, retries + 2):
+            spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
+            if spent is not None:  # no new attempt past a budget; retrying won't help
+                attempts.append(Attempt(number, AgentResult("failed", spent)))
+                break
+            if attempts:  # what the failed attempt left half-done, kept aside
+                tell(RETRY, number, attempts[-1].problem)
+                _, stuck = self._put_back(phase, before, f"attempt-{number - 1}", out)
+                if stuck is not None:  # the next attempt would start from half-done files
+                    break
+            out.begin_attempt()
+            previous = attempts[-1] if attempts else None
+            attempt = self._attempt(phase, number, previous, out, before, tell)
+            attempts.append(attempt)
+            ran = number
+            if attempt.ok:
+                status = "completed"
+                break
+            if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
+                status = "blocked"
+                break
+        unverified = status == "completed" and cfg.agent_cli and not attempts[-1].checked
+        end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
+        return replace(end, unverified=unverified, not_put_back=stuck), ran
+
+    def _put_back(
+        self, phase: Phase, before: FileSnapshot, why: str, out: PhaseLog
+    ) -> tuple[tuple[Restored, ...], str | None]:
+        """The declared files put back, each line in the log; or why they could not be, with
+        the pre-images moved to a name no run reuses: the next run of the phase saves its own."""
+        cfg = self.config
+        restored: tuple[Restored, ...] = ()
+        error: str | None = None
+        try:
+            restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
+        except RestoreError as exc:
+            error = str(exc)
+            moved = keep_preimage(cfg.log_dir, cfg.session, phase.id)
+            if moved is not None:
+                error += f"; its files from before the phase are in {shown(moved, self.root)}"
+        lines = (
+            [r.line(self.root) for r in restored] if error is None else [f"not put back: {error}"]
+        )
+        with contextlib.suppress(OSError):  # a full disk: the report still says it
+            for line in lines:
+                out.write_line(f"--- {line}")
+        return restored, error
+
+    def _isolated(self, phase: Phase, out: PhaseLog) -> PhaseOutcome:
+        """The phase in a worktree of its own; then its result merged back, or kept."""
+        cfg = self.config
+        assert cfg.isolation is not None
+        started = time.time()
+        try:
+            space = cfg.isolation.open(phase.id)
+        except IsolationError as exc:
+            attempt = Attempt(0, AgentResult("blocked", f"no worktree for the phase: {exc}"))
+            return PhaseOutcome(phase.id, "blocked", (attempt,), out.path, started, time.time())
+        out.write_line(f"--- worktree {space.path} at {space.start[:12]}")
+        self.root, self.space = space.root, space
+        try:
+            outcome = self._run(phase, out)
+            return self._bring_back(phase, space, outcome, out)
+        except BaseException:
+            with contextlib.suppress(Exception):  # interrupted: its work outlives the worktree
+                kept = space.keep("the phase was interrupted", phase.name)
+                if kept:
+                    out.write_line(f"--- {kept}")
+            raise
+        finally:
+            for line in space.release():
+                out.write_line(f"--- {line}")
+
+    def _bring_back(
+        self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
+    ) -> PhaseOutcome:
+        """A passed phase's changes merged into the user's tree; anything else kept."""
+        cfg = self.config
+        lines: list[str] = []
+        why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
+        tree = None
+        try:
+            tree = space.snapshot(force=phase.files.all())
+            if outcome.ok:
+                merged = merge_back(
+                    space,
+                    phase,
+                    tree,
+                    preimage_path(cfg.log_dir, cfg.session, phase.id),
+                    replaced_dir(cfg.log_dir, phase.id, "merge"),
+                )
+                if merged.refused is None:
+                    out.write_line(f"--- {merged.line(Path.cwd())}")
+                    return outcome
+                lines.append(f"not merged back: {merged.refused}")
+        except (GitError, IsolationError, OSError) as exc:
+            if outcome.ok:
+                lines.append(f"not merged back: {exc}")
+        try:  # whatever went wrong above, the work outlives the worktree
+            kept = space.keep(why, phase.name, tree)
+        except (GitError, IsolationError, OSError) as exc:
+            kept = f"its work not kept: {exc}"
+        if kept:
+            lines.append(kept)
+        for line in lines:
+            out.write_line(f"--- {line}")
+        status = "failed" if outcome.ok else outcome.status
+        last = outcome.attempts[-1]
+        attempts = (
+            *outcome.attempts[:-1],
+            replace(last, file_problems=(*last.file_problems, *lines)),
+        )
+        return replace(outcome, status=status, attempts=attempts, finished=time.time())
+
+    def env(self, phase: Phase, attempt: int) -> dict[str, str]:
+        if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
+            self._base_env = {
+                **os.environ,
+                "MAESTRO_PLAN": str(self.config.plan.path.resolve()),
+                "MAESTRO_ROOT": str(self.root),
+                "MAESTRO_PROJECT_ROOT": str(self.config.root),
+            }
+        return {**self._base_env, "MAESTRO_PHASE_ID": phase.id, "MAESTRO_ATTEMPT": str(attempt)}
+
+    def _attempt(
+        self,
+        phase: Phase,
+        number: int,
+        previous: Attempt | None,
+        out: PhaseLog,
+        before: FileSnapshot,
+        tell: Teller,
+    ) -> Attempt:
+        cfg = self.config
+        out.write_line(f"=== attempt {number} ===")
+        env = self.env(phase, number)
+        # What an agent starts ends with its call (reaping); should the run be killed before the
+        # runner sees a daemon, the next run finds it by this token, named in the record.
+        if cfg.agent_cli:
+            env[ATTEMPT_TOKEN] = token = secrets.token_hex(8)
+            if out.record is not None:
+                out.record.add_token(token)
+        request = AgentRequest(
+            phase,
+            self.prompt(phase, number, previous),
+            number,
+            self.root,
+            env,
+            self._timeout(phase),
+            out.path,
+            agent=cfg.agent,
+            model=cfg.model,
+            autonomous=cfg.autonomous,
+            budget_usd=cfg.budget.left(phase.id, phase.budget_usd) if cfg.budget else None,
+            activity=lambda did: tell(ACTIVITY, number, did.text(), turn=did.turn),
+        )
+        dirty = changed_files(self.root) if cfg.agent_cli else None
+        call = call_agent(
+            self.runtime,
+            request,
+            max_wait=cfg.max_wait,
+            ask_again=cfg.agent_cli,
+            note=out.write_line,
+            waiting=lambda delay, why: tell(WAITING, number, why, delay),
+        )
+        if cfg.budget is not None:
+            cfg.budget.add(phase.id, number, call.tokens.cost)
+        agent = call.result
+        if not agent.ok:
+            return Attempt(number, agent, tokens=call.tokens)
+        problems = file_problems(self.root, phase, before)
+        if self.space is not None:  # what could not come back fails it while it can retry
+            problems += _out_of_scope(self.space, phase)
+        outside: tuple[str, ...] = ()
+        if dirty is not None:
+            declared = set(phase.files.all()) | cfg.concurrent_files
+            changed = changed_since(self.root, dirty, ignore=cfg.ignored)
+            outside = tuple(path for path in changed if path not in declared)
+            if outside and cfg.strict_files:
+                problems.append(
+                    "changed files outside its declared ones (--maestro-strict-files): "
+                    + ", ".join(outside)
+                )
+        return Attempt(
+            number,
+            agent,
+            self._checks(phase, env, out.path),
+            tuple(problems),
+            call.tokens,
+            outside,
+            checked=any(check.check for check in phase.acceptance),
+        )
+
+    def _timeout(self, phase: Phase) -> float:
+        return phase.timeout if phase.timeout is not None else self.config.timeout
+
+    def _checks(self, phase: Phase, env: Mapping[str, str], log: Path) -> tuple[CheckFailure, ...]:
+        """Every check runs, so the report shows all that fail, not only the first."""
+        failures = []
+        for check in phase.acceptance:
+            if check.check is None:
+                continue
+            result = run_process(
+                ["bash", "-c", check.check],
+                cwd=self.root,
+                env=env,
+                timeout=self.config.check_timeout,
+                log=log,
+                header=f"$ {check.check}    # check: {check.criterion}",
+            )
+            if not result.ok:
+                failures.append(
+                    CheckFailure(
+                        check.criterion,
+                        check.check,
+                        result.exit_code,
+                        result.timed_out,
+                        tuple(result.tail(15)),
+                    )
+                )
+        return tuple(failures)
+
+    def _preflight(self, phase: Phase, log: Path) -> Attempt | None:
+        """A failing blocking assumption ends the phase as BLOCKED without an agent call."""
+        for assumption in phase.assumptions:
+            if assumption.verify is None:
+                continue
+            env = self.env(phase, 0)
+            result = run_process(
+                ["bash", "-c", assumption.verify],
+                cwd=self.root,
+                env=env,
+                timeout=self.config.check_timeout,
+                log=log,
+                header=f"$ {assumption.verify}    # assumption: {assumption.claim}",
+            )
+            if not result.ok and assumption.severity == "blocking":
+                failure = CheckFailure(
+                    assumption.claim,
+                    assumption.verify,
+                    result.exit_code,
+                    result.timed_out,
+                    tuple(result.tail(15)),
+                )
+                message = f"pre-flight assumption failed: {assumption.claim}"
+                return Attempt(0, AgentResult("blocked", message), (failure,))
+        return None
+
+
+def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
+    """The worktree's changes outside the phase's declared files, or undoing the user's work,
+    as a file problem."""
+    try:
+        tree = space.snapshot(force=phase.files.all())
+        inside, outside = scope(phase, space.changed(tree), space.isolation.prefix)
+        undone = undoes(space, phase, inside, tree)
+    except (GitError, OSError):
+        return []  # the merge-back looks again
+    problems = ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
+    return problems + ([UNDOES + ", ".join(undone)] if undone else [])

@@ -1,0 +1,196 @@
+"""The controller's side of the session state: what it writes when, and what resuming means.
+
+Only the process that receives every report writes (the controller under xdist, else the one
+process); each transition is on disk before pytest's reporters see it. See ``state/`` for how.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..files.declared import FileSnapshot
+from ..files.places import preimage_path, replaced_dir
+from ..files.putback import Restored, RestoreError
+from ..phase.facts import PhaseFacts, SkipKind
+from ..plan import Phase, Plan
+from ..processes.leftovers import end_groups, read_running_record, running_records
+from ..state import Interrupted, SessionStore, SessionUnwritable, StateError, Status
+from ..state.journal import fsync_dir
+from ..texts import last_line
+from ..views.markdown_report import session_report
+
+# Seconds between two rewrites of the session file while the run changes it.
+REFRESH = 1.0
+
+
+class Recorder:
+    def __init__(
+        self, store: SessionStore, plan: Plan, root: Path, log_dir: Path, *, fresh: bool = False
+    ) -> None:
+        self.store = store
+        self.plan = plan
+        self.root = root
+        self.log_dir = log_dir
+        # Phases a killed run left half-done: what they still run is ended, then their declared
+        # files are put back from the pre-images taken before their first attempt (never from
+        # git, which would lose the user's uncommitted work), before anything runs. The session
+        # has them in progress, or the running records of the processes that ran them do (the
+        # controller does not wait for its record of a start to reach the disk; a worker does,
+        # before the phase runs). A fresh session knows none: every phase with pre-images left
+        # (half-done, or done but not yet recorded) is put back, as every phase runs again.
+        left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
+        saved = self._preimages()  # one listing serves the put-back and the drop of stale ones
+        if fresh:  # the session is new: whatever phase has pre-images left is put back
+            half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
+        else:
+            ids = set(plan.ids)
+            store.interrupt(
+                Interrupted(r.phase, plan.phase(r.phase).files) for r in left if r.phase in ids
+            )
+            half_done = [phase.id for phase in store.interrupted]
+        for record in left:
+            end_groups(record.groups)
+        self.restored: list[tuple[str, Restored]] = []  # (phase id, what its restore did)
+        self.unwritable: str | None = None
+        for phase_id in half_done:
+            try:
+                done = self._put_back(phase_id)
+            except RestoreError as exc:  # nothing written: the next run tries again
+                raise StateError(
+                    f"phase {phase_id!r}, left half-done by a killed run: {exc}; its files from "
+                    "before it began stay in its pre-images, for the next run to put back"
+                ) from None
+            self.restored += [(phase_id, restored) for restored in done]
+        self._drop_stale_preimages(set(half_done), saved)
+        # Dropped only now: a run killed before this point reads them again.
+        for record in left:
+            record.path.unlink(missing_ok=True)
+        if left:
+            fsync_dir(log_dir)
+
+    def _preimage(self, phase_id: str) -> Path:
+        return preimage_path(self.log_dir, self.store.paths.name, phase_id)
+
+    def _put_back(self, phase_id: str) -> list[Restored]:
+        """A half-done phase's declared files put back from its pre-images (none: it had changed
+        nothing yet), RestoreError with nothing written."""
+        before = FileSnapshot.load(self.root, self._preimage(phase_id))
+        if before is None:
+            return []
+        return before.restore(replaced_dir(self.log_dir, phase_id, "interrupted"))
+
+    def crashed(self, phase_id: str) -> list[str]:
+        """A worker died under the phase (controller only): its files put back now, as a killed
+        run's next run would, before another phase writes them; its pre-images go once they
+        are. Whether it died mid-phase or after its end, before the session had that, it runs
+        again from its files as they were. The lines say what was done."""
+        try:
+            done = self._put_back(phase_id)
+        except RestoreError as exc:  # its pre-images stay: the next run tries again
+            return [f"phase {phase_id!r}, its worker crashed: {exc}"]
+        self._preimage(phase_id).unlink(missing_ok=True)
+        return [f"its worker crashed: phase {phase_id!r}: {r.line(Path.cwd())}" for r in done]
+
+    def _drop_stale_preimages(self, half_done: set[str], saved: set[Path]) -> None:
+        """Pre-images of a phase no killed run left half-done are from before an end that
+        was recorded (a kill came between the record and their removal): never to be put back
+        over what ran since, should a later run of the phase be killed before it saves its own."""
+        for phase_id in self.plan.ids:
+            if phase_id not in half_done and self._preimage(phase_id) in saved:
+                self._preimage(phase_id).unlink(missing_ok=True)
+
+    def _preimages(self) -> set[Path]:
+        """The pre-image files in the state dir (one listing, not a look per phase)."""
+        try:
+            return set(self._preimage("x").parent.iterdir())
+        except OSError:  # none yet
+            return set()
+
+    @classmethod
+    def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
+        store = SessionStore.open(state_dir, plan, root, fresh=fresh, report=session_report)
+        try:
+            recorder = cls(store, plan, root, state_dir / "logs", fresh=fresh)
+        except BaseException:
+            store.close()  # unlocked: the next run puts the files back
+            raise
+        store.start_refresh(REFRESH)
+        return recorder
+
+    def completed_earlier(self, phase_id: str) -> str | None:
+        return self.store.completed_earlier(phase_id)
+
+    def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
+        """Not synced: the phase's runner has its own record of the start on disk before the phase
+        runs anything, and the next durable record takes this one to the disk with it."""
+        facts: dict[str, Any] = {"agent": agent}
+        if worker:
+            facts["worker"] = worker
+        self._record(phase.id, Status.IN_PROGRESS, durable=False, **facts)
+
+    def finished(self, facts: PhaseFacts) -> None:
+        """Persist what a report says of a phase; a phase completed earlier stays as it was."""
+        phase_id, status = facts.phase, Status(facts.status)
+        current = self.store.last_status(phase_id)
+        if status is Status.COMPLETED and current is Status.COMPLETED:
+            return  # resumed: nothing ran
+        if status is Status.SKIPPED:
+            if facts.skip is not None and facts.skip.kind is SkipKind.STOPPED:
+                return  # not run, nor decided: it stays pending for the next run
+            self._record(phase_id, status, result=facts.skip.text if facts.skip else None)
+            return
+        if current is not Status.IN_PROGRESS:  # an error before the phase could start
+            self._record(phase_id, Status.IN_PROGRESS)
+        record: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("attempts", facts.attempts),
+                ("worker", facts.worker),
+                ("started", facts.started),
+                ("completed", facts.finished),
+                ("result", facts.result or None),
+            )
+            if value is not None
+        }
+        if facts.tokens is not None:
+            record["tokens"] = facts.tokens
+        if facts.downstream:
+            record["downstream_context"] = facts.downstream
+        if facts.unverified:
+            record["unverified"] = True
+        error = facts.failure or last_line(facts.result)
+        if status in (Status.FAILED, Status.BLOCKED) and error:
+            record["errors"] = [{"type": status.value, "message": error}]
+        if status is Status.COMPLETED:  # its declared files passed the spot check
+            files = self.plan.phase(phase_id).files
+            record.update(
+                files_created=files.create, files_modified=files.modify, files_deleted=files.delete
+            )
+        self._record(phase_id, status, **record)
+        if status is Status.COMPLETED and self.unwritable is None:
+            # Its runner left them: until now a kill made the next run put its files back and
+            # run it again. Now the session has it completed, and a kill leaves its work alone.
+            self._preimage(phase_id).unlink(missing_ok=True)
+
+    def stop(self, reason: str) -> None:
+        if self.unwritable is None:
+            try:
+                self.store.stop(reason)
+            except SessionUnwritable as exc:
+                self.unwritable = str(exc)
+
+    def _record(self, phase_id: str, status: Status, **fields: Any) -> None:
+        """A change the session cannot take any more (a full disk) leaves it as it was and says
+        why in ``unwritable``: the run stops, and the next one resumes from what was written."""
+        if self.unwritable is not None:
+            return
+        try:
+            self.store.record(phase_id, status, **fields)
+        except SessionUnwritable as exc:
+            self.unwritable = str(exc)
+
+    def close(self) -> None:
+        """Fold and unlock the session (StateError when the fold cannot be written: the journal
+        keeps what the snapshot lacks). ``store.document()`` still holds it all, for reports."""
+        self.store.close()

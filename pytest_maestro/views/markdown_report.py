@@ -1,0 +1,239 @@
+"""The Markdown report of a run: a Mermaid flowchart of the plan coloured by status, a Mermaid
+Gantt chart of the run as it happened (a section per worker, real start and end times), and the
+phase table. The same text goes to ``--maestro-report``, the session file's body and GitHub's
+step summary.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from ..state.model import SessionDoc, Status, Tokens, unpriced_text
+from ..texts import duration_text
+from .mermaid import gantt_text, mermaid_id, mermaid_label
+from .rows import PhaseRow, RunView, view
+
+STYLE = {
+    Status.PENDING: "fill:#eeeeee,stroke:#999999",
+    Status.IN_PROGRESS: "fill:#fff3c4,stroke:#c9a400",
+    Status.COMPLETED: "fill:#d4f4d2,stroke:#2e8b2e",
+    Status.FAILED: "fill:#f8d0d0,stroke:#c0392b",
+    Status.BLOCKED: "fill:#f4d9b8,stroke:#d35400",
+    Status.SKIPPED: "fill:#e0e0f0,stroke:#7070a0",
+}
+# Gantt tags: done (completed), active (running), crit (failed or blocked).
+_GANTT_TAG = {"completed": "done", "in_progress": "active", "failed": "crit", "blocked": "crit"}
+GANTT_FORMAT = "YYYY-MM-DD HH:mm:ss.SSS"  # Mermaid's (dayjs) spelling of what gantt_time writes
+TABLE_HEAD = (
+    "phase",
+    "status",
+    "attempts",
+    "duration",
+    "agent",
+    "worker",
+    "tokens",
+    "cost",
+    "unverified",
+    "note",
+)
+
+
+def session_report(doc: SessionDoc) -> str:
+    """The report of a session as it is now: what the session file's body holds (under the
+    file's own title)."""
+    return render(view(doc, datetime.now(timezone.utc)), title=False)
+
+
+def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: int = 0) -> str:
+    """The report; a diagram longer than ``diagram_limit`` characters is left out, and table
+    rows past ``room`` bytes of text are (both with a line that says so), when those are set."""
+    lines = [f"# {run.task}: run report", ""] if title else []
+    plan = flowchart(run.rows)
+    lines += [*headline(run), "", "## Plan", "", *_diagram(plan, "flowchart", diagram_limit)]
+    lines += ["## Timeline", ""]
+    if any(row.executed for row in run.rows):
+        lines += _diagram(gantt(run.rows), "Gantt chart", diagram_limit)
+    else:
+        lines += ["No phase has run yet in this run.", ""]
+    head = "\n".join([*lines, "## Phases", "", ""])
+    rows = table(run.rows)
+    if room:
+        rows = _fit(rows, room - len(head.encode()) - 1)
+    return head + "\n".join(rows) + "\n"
+
+
+def _diagram(lines: list[str], what: str, limit: int) -> list[str]:
+    size = sum(len(line) + 1 for line in lines)
+    if limit and size > limit:
+        return [
+            f"The {what} ({size} characters) is left out here, where it would not fit or "
+            "render; the report `--maestro-report` writes has it.",
+            "",
+        ]
+    return ["```mermaid", *lines, "```", ""]
+
+
+def _fit(rows: list[str], room: int) -> list[str]:
+    """The table's head and as many rows as fit in ``room`` bytes, and a line for the rest."""
+    if sum(len(row.encode()) + 1 for row in rows) <= room:
+        return rows
+    kept, used = rows[:2], 0
+    room -= 200 + sum(len(row.encode()) + 1 for row in kept)  # the note's share
+    for row in rows[2:]:
+        used += len(row.encode()) + 1
+        if used > room:
+            break
+        kept.append(row)
+    left = len(rows) - len(kept)
+    return [
+        *kept,
+        "",
+        f"{left} more phases left out here, to keep within the size GitHub takes;"
+        " the report `--maestro-report` writes and summary.json have every phase.",
+    ]
+
+
+def totals(run: RunView, arrow: str = "->") -> list[str]:
+    """What the run adds up to, a line each: phases by status, tokens and cost; the wall time
+    against the phases' time; the critical path as it ran. The terminal summary, the status
+    view and the report (as bullets) all say it so."""
+    counts = ", ".join(f"{n} {status}" for status, n in run.counts.items() if n)
+    spent = run.spent
+    premium = f", {requests(spent.premium_requests)}" if spent.premium_requests else ""
+    notes = ["estimated"] if spent.estimated else []
+    notes += [f"{unpriced_text(spent.unpriced)}: not counted"] if spent.unpriced else []
+    cost = money(spent.cost) + (f" ({'; '.join(notes)})" if notes else "")
+    lines = [
+        f"{len(run.rows)} phases: {counts or 'none'}; tokens {spent.input} in, {spent.output} out,"
+        f" {spent.cached} cached{premium}; cost {cost}"
+    ]
+    if run.wall_time is not None:
+        gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
+        wall, phases = duration_text(run.wall_time), duration_text(run.phase_time)
+        lines.append(f"wall time {wall} against {phases} of phase time{gain}")
+        path = f" {arrow} ".join(run.critical_path)
+        lines.append(f"critical path as it ran: {path} ({duration_text(run.critical_time)})")
+    return lines
+
+
+def headline(run: RunView) -> list[str]:
+    """The report's first bullets: the session, the totals, why the run stopped."""
+    lines = [f"- session `{run.session_id}` {run.status}", *(f"- {t}" for t in totals(run, "→"))]
+    if run.stop_reason:
+        lines.append(f"- stopped: {run.stop_reason}")
+    return lines
+
+
+def node_ids(rows: tuple[PhaseRow, ...]) -> dict[str, str]:
+    return {row.id: mermaid_id(i, row.id) for i, row in enumerate(rows)}
+
+
+def flowchart(rows: tuple[PhaseRow, ...]) -> list[str]:
+    """A node per phase with its status as class, an edge per dependency."""
+    node = node_ids(rows)
+    lines = ["flowchart TD"]
+    for row in rows:
+        label = mermaid_label(f"{row.id}: {row.name}" if row.name != row.id else row.id)
+        lines.append(f'  {node[row.id]}["{label}"]:::{row.status}')
+    for row in rows:
+        deps = dict.fromkeys(d for d in row.blocked_by if d in node)
+        lines += [f"  {node[dep]} --> {node[row.id]}" for dep in deps]
+    lines += [f"  classDef {status.value} {style}" for status, style in STYLE.items()]
+    return lines
+
+
+def gantt(rows: tuple[PhaseRow, ...]) -> list[str]:
+    """A section per worker, a task per phase that ran in this run, from its start to its end
+    (or to now, while it runs). Times in UTC."""
+    node = node_ids(rows)
+    ran = [row for row in rows if row.executed]
+    lines = [
+        "gantt",
+        "  title Phases by worker (UTC)",
+        f"  dateFormat {GANTT_FORMAT}",
+        "  axisFormat %H:%M:%S",
+    ]
+    workers = sorted({row.worker or "main" for row in ran}, key=_natural)
+    for worker in workers:
+        lines.append(f"  section {gantt_text(worker)}")
+        for row in sorted((r for r in ran if (r.worker or "main") == worker), key=_start):
+            assert row.started is not None and row.duration is not None
+            end = row.started + timedelta(seconds=row.duration)  # or so far, while it runs
+            tag = _GANTT_TAG.get(row.status)
+            tags = f"{tag}, " if tag else ""
+            lines.append(
+                f"  {gantt_text(row.id)} :{tags}{node[row.id]}, "
+                f"{gantt_time(row.started)}, {gantt_time(end)}"
+            )
+    return lines
+
+
+def _natural(text: str) -> tuple[str, int]:
+    """gw2 before gw10."""
+    stem = text.rstrip("0123456789")
+    return stem, int(text[len(stem) :] or -1)
+
+
+def _start(row: PhaseRow) -> datetime:
+    assert row.started is not None
+    return row.started
+
+
+def gantt_time(moment: datetime) -> str:
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%d %H:%M:%S.") + f"{utc.microsecond // 1000:03d}"
+
+
+def table(rows: tuple[PhaseRow, ...]) -> list[str]:
+    lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
+    for row in rows:
+        cells = cells_of(row)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def cells_of(row: PhaseRow) -> tuple[str, ...]:
+    """A row's table cells as text, in ``TABLE_HEAD``'s order."""
+    status = row.status
+    if status == "completed" and not row.this_run:
+        status = "completed earlier"
+    tokens = "-"
+    if row.tokens.input or row.tokens.output:
+        tokens = f"{row.tokens.input}/{row.tokens.output}"
+    elif row.tokens.premium_requests:
+        tokens = requests(row.tokens.premium_requests)
+    return (
+        row.id,
+        status,
+        str(row.attempts) if row.attempts else "-",
+        duration_text(row.duration) if row.this_run else "-",
+        row.agent or "-",
+        row.worker or "-",
+        tokens,
+        cost_text(row.tokens),
+        "yes" if row.unverified else "",
+        row.note,
+    )
+
+
+def cost_text(tokens: Tokens) -> str:
+    """A phase's cost: ``$0.0123``, ``$0.0123 estimated`` (from a price table), ``unknown model
+    X`` when no table priced it, ``-`` when nothing cost anything."""
+    said = [money(tokens.cost) + (" estimated" if tokens.estimated else "")] if tokens.cost else []
+    if tokens.unpriced:
+        said.append(unpriced_text(tokens.unpriced))
+    return "; ".join(said) or "-"
+
+
+def requests(count: int) -> str:
+    return f"{count} premium request{'s' if count != 1 else ''}"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def money(value: float) -> str:
+    if not value:
+        return "$0"
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
