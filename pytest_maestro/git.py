@@ -1,5 +1,6 @@
 """The few git calls: which files changed, committing a phase's declared files, and the plumbing
-of isolated phases (snapshots through a temporary index, trees, refs)."""
+of isolated phases (snapshots through a temporary index, trees, refs). Every call goes through
+``run_git``: one convention, a ``GitError`` naming the command and git's reason when it fails."""
 
 from __future__ import annotations
 
@@ -13,33 +14,81 @@ TIMEOUT = 60.0
 ARGS_AT_ONCE = 256 * 1024  # bytes of paths on one command line: well below 2 MB (Linux)
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+class GitError(Exception):
+    """A git command did not run or failed: ``git <command>: <reason>``, the reason its last
+    line of error output."""
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"git {command}: {reason}")
+        self.reason = reason
+
+
+def run_git(
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> bytes:
+    """``git args`` in ``cwd``, its standard output; GitError when it fails."""
     try:
-        return subprocess.run(
+        done = subprocess.run(
             ["git", *args],
-            cwd=root,
+            cwd=cwd,
+            input=stdin,
             capture_output=True,
-            text=True,
-            errors="surrogateescape",  # file names are bytes: any come back as they were
             timeout=TIMEOUT,
+            env={**os.environ, **env} if env else None,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(_command(args), str(exc)) from None
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(_command(args), lines[-1] if lines else f"exit {done.returncode}")
+    return done.stdout
+
+
+def _command(args: tuple[str, ...]) -> str:
+    """The git command ``args`` run, past the global options (``-c x=y``, ``--literal-…``)."""
+    words = iter(args)
+    for word in words:
+        if word == "-c":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return "?"
+
+
+def succeeds(cwd: Path, *args: str, env: dict[str, str] | None = None) -> bool:
+    """Whether ``git args`` exits 0: git's yes-or-no questions (``--quiet``, ``--is-ancestor``)."""
+    try:
+        run_git(cwd, *args, env=env)
+    except GitError:
+        return False
+    return True
+
+
+def git_text(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return run_git(cwd, *args, env=env).decode().strip()
 
 
 def is_work_tree(root: Path) -> bool:
-    done = _git(root, "rev-parse", "--is-inside-work-tree")
-    return done is not None and done.returncode == 0 and done.stdout.strip() == "true"
+    try:
+        return git_text(root, "rev-parse", "--is-inside-work-tree") == "true"
+    except GitError:
+        return False
 
 
 def changed_files(root: Path) -> dict[str, tuple[int, int]] | None:
     """Files under ``root`` that differ from the index or are untracked (not ignored), with
     their (size, mtime) to tell a later change apart; None outside a git work tree."""
-    done = _git(root, "ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard")
-    if done is None or done.returncode != 0:
+    try:
+        out = run_git(
+            root, "ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard"
+        )
+    except GitError:
         return None
     found: dict[str, tuple[int, int]] = {}
-    for path in filter(None, done.stdout.split("\0")):
+    for path in _names(out):
         try:
             stat = os.lstat(root / path)
             found[path] = (stat.st_size, stat.st_mtime_ns)
@@ -60,34 +109,77 @@ def changed_since(
     return sorted(p for p in changed if not p.startswith(ignore))
 
 
+def dirty(root: Path, paths: tuple[str, ...]) -> set[str]:
+    """Which of ``paths`` (from ``root``; a folder stands for what is in it) git reports as
+    changed, staged or new; empty when root is no git work tree."""
+    if not paths:
+        return set()
+    try:
+        prefix = git_text(root, "rev-parse", "--show-prefix")
+        reported: set[str] = set()
+        for some in _chunks(list(paths)):
+            out = run_git(
+                root,
+                "--literal-pathspecs",
+                "status",
+                "--porcelain",
+                "-z",
+                "--untracked-files=all",
+                "--",
+                *some,
+            )
+            reported.update(_porcelain(_names(out)))
+    except GitError:
+        return set()
+    # Porcelain names paths from the repository's top, not from root.
+    names = {name[len(prefix) :] for name in reported if name.startswith(prefix)}
+    return {path for path in paths if any(n == path or n.startswith(path + "/") for n in names)}
+
+
+def _porcelain(entries: list[str]) -> list[str]:
+    """The names in ``git status --porcelain -z``'s entries: each is "XY name", and a rename's
+    or copy's old name follows it as an entry of its own."""
+    names: list[str] = []
+    entries.reverse()
+    while entries:
+        entry = entries.pop()
+        names.append(entry[3:])
+        if "R" in entry[:2] or "C" in entry[:2]:
+            names.extend(entries.pop() for _ in entries[-1:])
+    return names
+
+
 def commit(root: Path, paths: tuple[str, ...], message: str) -> str:
     """Commit exactly ``paths`` (created, modified or deleted) with ``message``, leaving the rest
     of the index as it is; what happened, in one line."""
     if not is_work_tree(root):
         return f"not committed: {root} is not a git work tree"
-    tracked = _git(root, "ls-files", "-z", "--", *paths)
-    known = set(filter(None, tracked.stdout.split("\0"))) if tracked else set()
+    try:
+        known = set(_names(run_git(root, "ls-files", "-z", "--", *paths)))
+    except GitError:
+        known = set()
     present = [p for p in paths if (root / p).exists() or p in known]
     if not present:
         return "not committed: none of its files exists"
-    added = _git(root, "add", "-A", "--", *present)
-    if added is None or added.returncode != 0:
-        return f"not committed: git add failed: {_last(added)}"
-    staged = _git(root, "diff", "--cached", "--quiet", "--", *present)
-    if staged is not None and staged.returncode == 0:
+    try:
+        run_git(root, "add", "-A", "--", *present)
+    except GitError as exc:
+        return f"not committed: git add failed: {exc.reason}"
+    if succeeds(root, "diff", "--cached", "--quiet", "--", *present):
         return "not committed: its files did not change"
-    done = _git(root, "commit", "--quiet", "-m", message, "--", *present)
-    if done is None or done.returncode != 0:
-        return f"not committed: git commit failed: {_last(done)}"
-    head = _git(root, "rev-parse", "--short", "HEAD")
-    return f"committed {head.stdout.strip() if head else ''}".strip()
+    try:
+        run_git(root, "commit", "--quiet", "-m", message, "--", *present)
+    except GitError as exc:
+        return f"not committed: git commit failed: {exc.reason}"
+    try:
+        return f"committed {git_text(root, 'rev-parse', '--short', 'HEAD')}"
+    except GitError:
+        return "committed"
 
 
-def _last(done: subprocess.CompletedProcess[str] | None) -> str:
-    if done is None:
-        return "git did not run"
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
+def _names(out: bytes) -> list[str]:
+    """The names of ``-z`` output, as the file system has them (any bytes come back as were)."""
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
 
 # -- plumbing for isolated phases: snapshots through a temporary index, trees, refs -------------
@@ -101,38 +193,6 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "pytest-maestro@localhost",
 }
 NO_COMMIT = "0" * 40
-
-
-class GitError(Exception):
-    """A git command failed; the message is its last line of error output."""
-
-
-def run_git(
-    cwd: Path,
-    *args: str,
-    env: dict[str, str] | None = None,
-    stdin: bytes | None = None,
-) -> bytes:
-    """``git args`` in ``cwd``, its standard output; GitError when it fails."""
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            input=stdin,
-            capture_output=True,
-            timeout=TIMEOUT,
-            env={**os.environ, **env} if env else None,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitError(f"git {args[0]}: {exc}") from None
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise GitError(f"git {args[0]}: {lines[-1] if lines else f'exit {done.returncode}'}")
-    return done.stdout
-
-
-def git_text(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return run_git(cwd, *args, env=env).decode().strip()
 
 
 def rev(cwd: Path, name: str) -> str | None:
@@ -190,11 +250,7 @@ def _look_at_every_file(top: Path, env: dict[str, str]) -> None:
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
     """Whether ``commit`` descends from ``ancestor`` (or is it)."""
-    try:
-        run_git(cwd, "merge-base", "--is-ancestor", ancestor, commit)
-    except GitError:
-        return False
-    return True
+    return succeeds(cwd, "merge-base", "--is-ancestor", ancestor, commit)
 
 
 def commit_tree(cwd: Path, tree: str, parents: tuple[str, ...], message: str) -> str:

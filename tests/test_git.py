@@ -1,4 +1,4 @@
-"""git.py on real repositories: what changed, and commits of exactly a phase's files."""
+"""git.py on real repositories: what changed, commits of exactly a phase's files, the one runner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.git import changed_files, changed_since, commit, is_work_tree
+from pytest_maestro.git import (
+    GitError,
+    changed_files,
+    changed_since,
+    commit,
+    dirty,
+    is_work_tree,
+    run_git,
+    succeeds,
+)
 
 from .helpers import git_repo
 
@@ -66,3 +75,46 @@ def test_changed_since_sees_new_edited_and_deleted_files_but_not_ignored_ones(re
     assert changed_since(repo, before, ignore=(".maestro/",)) == ["made.txt", "old.txt"]
     (repo / "dirty.txt").write_text("after, longer\n")
     assert "dirty.txt" in changed_since(repo, before)
+
+
+def test_dirty_names_each_declared_path_git_reports_from_a_root_below_the_top(repo: Path) -> None:
+    sub = repo / "sub"
+    (sub / "folder").mkdir(parents=True)
+    for name in ("same.txt", "edited.txt", "staged.txt", "gone.txt", "a b.txt", "moved.txt"):
+        (sub / name).write_text(f"{name}\n")
+    (repo / "edited.txt").write_text("at the top\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "sub")
+    (sub / "edited.txt").write_text("edited\n")
+    (sub / "staged.txt").write_text("staged\n")
+    git(sub, "add", "staged.txt")
+    (sub / "gone.txt").unlink()
+    (sub / "folder" / "new.txt").write_text("new\n")
+    (sub / "a b.txt").write_text("spaced\n")
+    git(sub, "mv", "moved.txt", "renamed.txt")
+    (sub / "*.txt").write_text("a name that is a glob\n")
+    (sub / "ignored").mkdir()
+    (sub / "ignored" / "x").write_text("x\n")  # ignored: no change git reports
+    (repo / ".gitignore").write_text("ignored/\n")
+    asked = (
+        "same.txt", "edited.txt", "staged.txt", "gone.txt", "folder", "a b.txt", "moved.txt",
+        "renamed.txt", "*.txt", "ignored/x", "absent.txt",
+    )  # fmt: skip
+    assert dirty(sub, asked) == {
+        "edited.txt", "staged.txt", "gone.txt", "folder", "a b.txt", "moved.txt", "renamed.txt",
+        "*.txt",
+    }  # fmt: skip
+    (sub / "*.txt").unlink()  # a literal name: it stands for no other file
+    assert dirty(sub, ("*.txt", "same.txt")) == set()
+
+
+def test_dirty_outside_a_work_tree_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    assert dirty(tmp_path, ("a.txt",)) == set()
+
+
+def test_a_failed_git_call_names_its_command_past_global_options(repo: Path) -> None:
+    with pytest.raises(GitError, match=r"^git cat-file: .*bad") as failed:
+        run_git(repo, "-c", "core.fsmonitor=false", "cat-file", "blob", "bad")
+    assert "bad" in failed.value.reason
+    assert succeeds(repo, "cat-file", "-e", "HEAD") and not succeeds(repo, "cat-file", "-e", "bad")

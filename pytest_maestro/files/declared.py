@@ -11,12 +11,12 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import git
 from ..plan import Phase
 from ..texts import shown as shown  # where the modules that show paths have it from
 from .putback import Restored, put_back, read
@@ -120,7 +120,7 @@ def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
     files = phase.files
     create, modify = (tuple(p for p in ps if p not in out) for ps in (files.create, files.modify))
     problems += [f"declared file {p!r} was not created" for p in create if not (root / p).exists()]
-    dirty = git_dirty(root, modify) if modify else set()
+    dirty = git.dirty(root, modify)
     problems += [
         f"declared file {p!r} was not modified"
         for p in modify
@@ -140,29 +140,6 @@ def _outside(root: Path, relative: str) -> bool:
     except OutsideRoot:
         return True
     return False
-
-
-def git_dirty(root: Path, paths: tuple[str, ...]) -> set[str]:
-    """Which of ``paths`` git reports as changed or new; empty when root is no git work tree.
-
-    This lets a phase rerun after an earlier run already made its change count as modified.
-    One call per path: porcelain output names paths from the repository's top, not from root.
-    """
-    return {path for path in paths if _git_status(root, path)}
-
-
-def _git_status(root: Path, path: str) -> bool:
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=all", "--", path],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
 
 
 def remove_tree(path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..files.declared import FileSnapshot, shown
 from ..files.swap import DELETE, Change, swap_in
 from ..git import (
     Entry,
+    GitError,
     blobs,
     commit_tree,
     entries,
@@ -198,12 +198,11 @@ def _merge_text(
             file = Path(scratch) / name
             file.write_bytes(contents[name])
             files.append(str(file))
-        done = subprocess.run(
-            ["git", "merge-file", "-p", "-q", *files], capture_output=True, timeout=60
-        )
-    if done.returncode != 0:
-        return None
-    return (mine[0], hash_bytes(top, done.stdout))
+        try:  # its exit is the number of conflicts: any is no merge
+            merged = run_git(top, "merge-file", "-p", "-q", *files)
+        except GitError:
+            return None
+    return (mine[0], hash_bytes(top, merged))
 
 
 def _who(space: Workspace, merged: str, path: str, base: Entry | None, mine: Entry | None) -> str:
