@@ -3,6 +3,7 @@ the last line of a text, the width a table may take."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,10 +25,25 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+# What may not reach a terminal raw: a terminal escape, a NUL, a lone surrogate.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    """``text`` on one line (runs of white space made one space), cut to ``limit`` characters."""
-    line = " ".join(text.split())
+    """``text`` as one line of a message: runs of white space (line breaks too) made one space,
+    any other control character shown as its escape, cut to ``limit`` characters."""
+    line = escaped(" ".join(text.split()))
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def escaped(text: str) -> str:
+    """``text`` with every control character (a line break too) shown as its escape: a name
+    from a file, quoted in a message as it is."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(control: re.Match[str]) -> str:
+    return control.group().encode("unicode_escape", "backslashreplace").decode()
 
 
 def os_error_text(error: OSError) -> str:

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-# What one error line may hold: a terminal escape or a newline in a plan must not reach the
-# user's terminal raw, and a 5,000-character id must not become a 5,000-character line.
+from ..texts import one_line
+
+# What one error line may hold: a 5,000-character id must not become a 5,000-character line.
 MAX_LINE = 400
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def one_line(text: str, limit: int = MAX_LINE) -> str:
-    """``text`` with control characters shown as escapes, shortened to ``limit`` characters."""
-    shown = _CONTROL.sub(
-        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode(), text
-    )
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def location(path: Path | str, line: int | None = None) -> str:
@@ -53,4 +44,4 @@ class PlanError(Exception):
     def __str__(self) -> str:
         where = one_line(location(self.path, self.line), 200)
         what = f"phase {one_line(quoted(self.phase))} " if self.phase is not None else ""
-        return f"{where}: {what}{one_line(self.message)}"
+        return f"{where}: {what}{one_line(self.message, MAX_LINE)}"

@@ -16,6 +16,7 @@ import yaml
 
 from ..plan.front_matter import split_front_matter
 from ..plan.yaml_loader import FastSafeLoader
+from ..texts import one_line
 from .fields import Fields
 from .model import (
     SESSION_FIELDS,
@@ -203,10 +204,6 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
     )
 
 
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())
-
-
 def parse_session(text: str, source: str) -> SessionDoc:
     front = split_front_matter(text.removeprefix("\ufeff"))
     if front is None:
@@ -219,14 +216,14 @@ def parse_session(text: str, source: str) -> SessionDoc:
             data = yaml.load(block, FastSafeLoader)
     except (ValueError, yaml.YAMLError, RecursionError) as error:
         raise SessionCorrupt(
-            f"{source}: frontmatter is not YAML or JSON: {_one_line(error)}"
+            f"{source}: frontmatter is not YAML or JSON: {one_line(str(error))}"
         ) from None
     if not isinstance(data, Mapping):
         raise SessionCorrupt(f"{source}: frontmatter is not a mapping")
     try:
         return from_frontmatter(data)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise SessionCorrupt(f"{source}: {_one_line(error)}") from None
+        raise SessionCorrupt(f"{source}: {one_line(str(error))}") from None
 
 
 _MARK = {

@@ -24,6 +24,7 @@ from typing import Any
 
 import fastjsonschema
 
+from ...texts import escaped
 from ..errors import PlanError
 from ._structured import DataPath, Document, describe, path_text
 
@@ -173,7 +174,7 @@ def _what(error: Any, field: DataPath, in_phase: bool) -> str:
 
 
 def _unknown_field_message(error: Any, field: DataPath, in_phase: bool) -> str:
-    extra = _unknown_fields(error)[0]
+    extra = escaped(str(_unknown_fields(error)[0]))
     known = [str(name) for name in error.schema.get("properties", {})]
     close = difflib.get_close_matches(str(extra), known, n=1, cutoff=0.6)
     hint = f" (did you mean '{close[0]}'?)" if close else f" (known fields: {', '.join(known)})"

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ...texts import escaped, one_line
 from ..errors import PlanError
 from ..source import Source
 from ..yaml_loader import WITH_LIBYAML, CheckedSafeLoader, FastSafeLoader
@@ -78,16 +79,16 @@ def parse_yaml(source: Source) -> Document:
     except yaml.reader.ReaderError as exc:
         line = text[: exc.position].count("\n") + 1
         raise PlanError(
-            f"YAML error: {_one_line(exc.reason)} (character #x{exc.character:04x})", path, line
+            f"YAML error: {one_line(exc.reason)} (character #x{exc.character:04x})", path, line
         ) from None
     except yaml.constructor.ConstructorError as exc:
         raise PlanError(
-            f"YAML error: {_one_line(exc.problem or '')}", path, _yaml_line(exc)
+            f"YAML error: {one_line(exc.problem or '')}", path, _yaml_line(exc)
         ) from None
     except yaml.MarkedYAMLError as exc:
         raise PlanError(_yaml_message(exc), path, _yaml_line(exc)) from None
     except yaml.YAMLError as exc:
-        raise PlanError(f"YAML error: {_one_line(str(exc))}", path) from None
+        raise PlanError(f"YAML error: {one_line(str(exc))}", path) from None
     except RecursionError:
         raise PlanError("YAML is nested too deeply", path) from None
 
@@ -156,8 +157,8 @@ def _yaml_key(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 
 
 def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
-    problem = _one_line(exc.problem or "invalid YAML")
-    context = f" ({_one_line(exc.context)})" if exc.context else ""
+    problem = one_line(exc.problem or "invalid YAML")
+    context = f" ({one_line(exc.context)})" if exc.context else ""
     return f"YAML syntax error: {problem}{context}"
 
 
@@ -189,10 +190,6 @@ def id_text(value: str | int | float) -> str:
 # --- shared wording --------------------------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _key_text(member: DataPath) -> str:
     return "'" + path_text(member) + "'"
 
@@ -204,7 +201,7 @@ def path_text(at: DataPath) -> str:
         if isinstance(part, int) and not isinstance(part, bool):
             text += f"[{part}]"
         else:
-            text += ("." if text else "") + str(part)
+            text += ("." if text else "") + escaped(str(part))
     return text
 
 
