@@ -10,6 +10,8 @@ from pytest_maestro.phase.facts import PhaseFacts, SkipKind, SkipReason
 from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Phase, Plan
 from pytest_maestro.run.run_state import RunState
+from pytest_maestro.runtimes.base import AgentResult
+from pytest_maestro.state.model import Status
 
 
 def state(*phases: Phase, threshold: float = 0.5, decides: bool = True) -> RunState:
@@ -41,6 +43,7 @@ def test_facts_survive_the_wire(facts: PhaseFacts) -> None:
     wire = facts.to_wire()
     assert all(isinstance(v, (str, int, float, list)) for v in wire.values())
     assert PhaseFacts.from_wire(wire) == facts
+    assert type(PhaseFacts.from_wire(wire).status) is Status
 
 
 def test_facts_ride_on_a_report_and_a_report_without_them_has_none() -> None:
@@ -142,3 +145,13 @@ def test_keep_order_moves_only_what_a_dependency_forces() -> None:
     run = chain()
     assert run.keep_order(["d", "c", "a", "b"]) == ["d", "a", "b", "c"]
     assert run.topological(["c", "d", "a"]) == ["a", "c", "d"]
+
+
+def test_a_status_travels_as_a_status_whatever_a_runtime_of_another_plugin_says() -> None:
+    said = AgentResult("completed", "COMPLETED: done")
+    assert said.status is Status.COMPLETED and said.ok
+    assert PhaseFacts("p", "blocked").status is Status.BLOCKED
+    with pytest.raises(ValueError, match="completed, failed or blocked, not 'done'"):
+        AgentResult("done", "it is done")
+    with pytest.raises(ValueError, match="not 'pending'"):
+        AgentResult(Status.PENDING, "a result is never pending")

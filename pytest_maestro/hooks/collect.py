@@ -13,7 +13,7 @@ from ..phase.facts import PhaseFacts, SkipReason, iso_time
 from ..phase.outcome import PhaseOutcome
 from ..plan import Phase
 from ..run.orchestrator import Orchestrator
-from ..state.model import Tokens
+from ..state.model import Status, Tokens
 from ..texts import os_error_text
 from ..views.failure import failure_message, render_failure
 from .junit import attach_output
@@ -78,17 +78,17 @@ class PhaseItem(pytest.Item):
         if report.when == "setup" and report.skipped:
             reason = self.stash.get(SKIP_KEY, None)
             if reason is None:  # skipped by something else than this plugin
-                return PhaseFacts(phase_id, "skipped")
+                return PhaseFacts(phase_id, Status.SKIPPED)
             return PhaseFacts.skipped(phase_id, reason)
         if report.when == "call":
             worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
             outcome = self.stash.get(OUTCOME_KEY, None)
             if outcome is None:  # runtest raised before the phase had an outcome
-                status = "completed" if report.passed else "failed"
+                status = Status.COMPLETED if report.passed else Status.FAILED
                 return PhaseFacts(phase_id, status, worker=worker)
             return outcome_facts(outcome, worker)
         if report.failed:  # an error in setup or teardown
-            return PhaseFacts(phase_id, "failed")
+            return PhaseFacts(phase_id, Status.FAILED)
         return None
 
     def repr_failure(

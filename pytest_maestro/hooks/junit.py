@@ -18,7 +18,7 @@ from .._compat import TerminalRepr, junit_suite
 from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
 from ..plan import Plan
-from ..state.model import Tokens, unpriced_text
+from ..state.model import Status, Tokens, unpriced_text
 from ..views.failure import phase_output
 
 PHASE_FACTS = (
@@ -82,7 +82,7 @@ def record_session(config: pytest.Config, plan: Plan, outcomes: Mapping[str, str
     suite.add_property("maestro.plan", str(plan.path))
     suite.add_property("maestro.format", plan.format)
     suite.add_property("maestro.phases", len(plan.phases))
-    for status in ("completed", "failed", "blocked", "skipped"):
+    for status in (Status.COMPLETED, Status.FAILED, Status.BLOCKED, Status.SKIPPED):
         suite.add_property(f"maestro.{status}", counts.get(status, 0))
 
 

@@ -30,11 +30,16 @@ from .._compat import outside_capture
 from ..phase.events import PhaseEvent
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
+from ..state.model import Status
 
 # Marks a location that carries an event, not a place in the plan.
 EVENT_DOMAIN = "maestro-progress "
 LOCAL_WORKER = "main"  # as PhaseFacts name the process of a run without xdist
-_COLOURS = {"completed": {"green": True}, "failed": {"red": True}, "blocked": {"red": True}}
+_COLOURS = {
+    Status.COMPLETED: {"green": True},
+    Status.FAILED: {"red": True},
+    Status.BLOCKED: {"red": True},
+}
 
 
 def register(config: pytest.Config, maestro: Orchestrator) -> None:
@@ -87,7 +92,9 @@ class ProgressLines:
         terminal.ensure_newline()  # ends pytest's line of a file's results, if one is open
         if self.config.get_terminal_writer().width_of_current_line:
             terminal.write("\n")  # xdist's results are written without that bookkeeping
-        terminal.write_line(event.line(), **_COLOURS.get(event.status or "", {}))
+        terminal.write_line(
+            event.line(), **(_COLOURS.get(event.status, {}) if event.status else {})
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:

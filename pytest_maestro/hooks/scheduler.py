@@ -20,6 +20,7 @@ from .._compat import WorkerController, set_collected_count, xdist_shutting_down
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
 from ..scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .skips import report_skip
 
@@ -103,7 +104,7 @@ class DependencyScheduling:
         self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
         if self.maestro.recorder is not None:  # then its files, before another phase writes them
             self.maestro.notes += self.maestro.recorder.crashed(phase_id)
-        self.run.record(PhaseFacts(phase_id, "failed"))  # its crash report follows
+        self.run.record(PhaseFacts(phase_id, Status.FAILED))  # its crash report follows
         self._finish(phase_id)
         self.schedule()
         return self._nodeid(phase_id)

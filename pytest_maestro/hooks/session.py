@@ -17,7 +17,7 @@ from ..phase.facts import PhaseFacts, SkipKind, SkipReason
 from ..processes.process import interrupted_by
 from ..processes.reaping import subreaper
 from ..run.orchestrator import Orchestrator
-from ..state import StateError
+from ..state import StateError, Status
 from ..texts import table_width
 from ..views.outputs import summary_lines
 from . import junit
@@ -113,7 +113,7 @@ class MaestroSession:
         run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
         if report.when == "setup" and report.skipped:
             facts = PhaseFacts.of(report)
-            if facts is not None and facts.status == "completed":
+            if facts is not None and facts.status == Status.COMPLETED:
                 return ALREADY_COMPLETED, "c", "ALREADY COMPLETED"
         return None
 
@@ -134,7 +134,7 @@ class MaestroSession:
             stop = self.maestro.phase_finished(facts)
             if stop is not None:
                 self._stop(stop)
-            elif facts.status in ("failed", "blocked"):
+            elif facts.status in (Status.FAILED, Status.BLOCKED):
                 self._check_breaker()
         phase = self.maestro.plan.phase(facts.phase)
         agent, wave = self.maestro.agent_name(phase), self.run.graph.wave(phase.id)
@@ -180,7 +180,7 @@ class MaestroSession:
                 terminalreporter.line(line)
         if written is not None and self.interrupted:
             for row in written.run.rows:
-                if row.status == "in_progress":  # stopped mid-phase: not failed, not done
+                if row.status == Status.IN_PROGRESS:  # stopped mid-phase: not failed, not done
                     terminalreporter.write_line(
                         f"maestro: phase {row.id!r} was interrupted ({self.interrupted}); the "
                         "next run runs it again, its declared files put back first"

@@ -9,6 +9,7 @@ import pytest
 
 from .._compat import crashed_worker_id
 from ..phase.facts import PhaseFacts, iso_time
+from ..state.model import Status
 from .scheduler import DependencyScheduling, make_scheduler
 
 
@@ -24,7 +25,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
         return
     PhaseFacts(
         crashitem.rsplit("::", 1)[1],
-        "failed",
+        Status.FAILED,
         worker=crashed_worker_id(report),
         finished=iso_time(time.time()),
         result=str(report.longrepr),

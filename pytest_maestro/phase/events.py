@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..state.model import Status
 from ..texts import duration_text, one_line
 from .facts import PhaseFacts
 
@@ -36,7 +37,7 @@ class PhaseEvent:
     worker: str | None = None  # set by the process that sends it on
     detail: str = ""  # one line: why a retry, the limit waited for, how a phase ended
     wait: float | None = None  # seconds of a rate-limit wait
-    status: str | None = None  # a finished phase's status
+    status: Status | None = None  # a finished phase's status
     turn: int | None = None  # the agent's turn an activity belongs to
 
     def to_wire(self) -> str:
@@ -47,6 +48,8 @@ class PhaseEvent:
         """None for a text that is not an event (from another version, or damaged)."""
         try:
             data: dict[str, Any] = json.loads(text)
+            if "status" in data:
+                data["status"] = Status(data["status"])
             event = cls(**data)
         except (ValueError, TypeError):
             return None
@@ -61,7 +64,7 @@ class PhaseEvent:
             elapsed=facts.duration,
             attempt=facts.attempts,
             worker=facts.worker,
-            detail="" if facts.status == "completed" else (facts.failure or facts.result or ""),
+            detail="" if facts.ok else (facts.failure or facts.result or ""),
             status=facts.status,
         )
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..state.model import Tokens
+from ..state.model import Status, Tokens
 
 # The report attribute that carries the facts (``TestReport(..., maestro=...)`` sets it too).
 WIRE_ATTRIBUTE = "maestro"
@@ -31,7 +31,11 @@ class SkipKind(enum.Enum):
     STOPPED = "stopped"
 
 
-_DEPENDENCY_WORDS = {"failed": "failed", "blocked": "was blocked", "skipped": "was skipped"}
+_DEPENDENCY_WORDS = {
+    Status.FAILED: "failed",
+    Status.BLOCKED: "was blocked",
+    Status.SKIPPED: "was skipped",
+}
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class SkipReason:
         return cls(SkipKind.DONE, "done in the plan")
 
     @classmethod
-    def dependency(cls, dep: str, status: str) -> SkipReason:
+    def dependency(cls, dep: str, status: Status) -> SkipReason:
         return cls(SkipKind.DEPENDENCY, f"dependency {dep!r} {_DEPENDENCY_WORDS[status]}", dep)
 
     @classmethod
@@ -66,9 +70,9 @@ class SkipReason:
         return cls(SkipKind.STOPPED, f"not run: the run stopped ({why})")
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """The phase's status in the session state: a resumed phase stays completed."""
-        return "completed" if self.kind is SkipKind.EARLIER else "skipped"
+        return Status.COMPLETED if self.kind is SkipKind.EARLIER else Status.SKIPPED
 
     @property
     def after_failure(self) -> bool:
@@ -81,7 +85,7 @@ class PhaseFacts:
     """One phase's news for the controller: its status and, when it ran, how it ran."""
 
     phase: str
-    status: str  # completed | failed | blocked | skipped
+    status: Status  # completed, failed, blocked or skipped
     skip: SkipReason | None = None
     worker: str | None = None
     attempts: int | None = None
@@ -95,6 +99,13 @@ class PhaseFacts:
     downstream: dict[str, str] | None = None  # the agent's Downstream Context
     outside: list[str] | None = None  # files the agent changed outside the declared ones
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # from the wire: its text
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.COMPLETED
+
     @classmethod
     def skipped(cls, phase: str, reason: SkipReason) -> PhaseFacts:
         return cls(phase, reason.status, skip=reason)
@@ -105,6 +116,7 @@ class PhaseFacts:
             for key, value in vars(self).items()
             if value is not None and key not in ("skip", "tokens")
         }
+        data["status"] = self.status.value  # the wire carries plain values
         if self.tokens is not None:
             data["tokens"] = self.tokens.to_dict()
         if self.skip is not None:

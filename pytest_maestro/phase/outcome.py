@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..files.putback import Restored
 from ..runtimes import AgentResult
-from ..runtimes.handoff import Handoff, parse_handoff
-from ..state.model import Tokens
+from ..runtimes.handoff import Handoff
+from ..state.model import Status, Tokens
 
 PROBLEM_LIMIT = 200  # characters of a one-line problem: a message, not the output
 
@@ -55,7 +55,7 @@ class Attempt:
 @dataclass(frozen=True)
 class PhaseOutcome:
     phase_id: str
-    status: str  # completed | failed | blocked
+    status: Status  # completed, failed or blocked
     attempts: tuple[Attempt, ...]
     log: Path
     started: float  # epoch seconds
@@ -68,7 +68,7 @@ class PhaseOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status == "completed"
+        return self.status == Status.COMPLETED
 
     @property
     def tokens(self) -> Tokens:
@@ -80,7 +80,7 @@ class PhaseOutcome:
     @property
     def handoff(self) -> Handoff:
         """What the last attempt's agent handed back (empty for shell phases)."""
-        return parse_handoff(self.attempts[-1].agent.text) if self.attempts else Handoff()
+        return self.attempts[-1].agent.handoff if self.attempts else Handoff()
 
     @property
     def outside(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord, running_record_p
 from ..processes.process import LOG_LIMIT, PhaseLog, run_process
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
+from ..state.model import Status
 from ..texts import shown
 from .agent_call import call_agent
 from .budget import Budget
@@ -104,12 +105,12 @@ class PhaseRunner:
         tell(STARTED, 1, "")
         blocked = self._preflight(phase, log)
         if blocked is not None:
-            return PhaseOutcome(phase.id, "blocked", (blocked,), log, started, time.time())
+            return PhaseOutcome(phase.id, Status.BLOCKED, (blocked,), log, started, time.time())
         try:
             before = FileSnapshot.take(self.root, phase)
         except OutsideRoot as refused:
-            attempt = Attempt(0, AgentResult("blocked", str(refused)))
-            return PhaseOutcome(phase.id, "blocked", (attempt,), log, started, time.time())
+            attempt = Attempt(0, AgentResult(Status.BLOCKED, str(refused)))
+            return PhaseOutcome(phase.id, Status.BLOCKED, (attempt,), log, started, time.time())
         preimage = preimage_path(cfg.log_dir, cfg.session, phase.id)
         restores = cfg.isolation is None  # a worktree is thrown away, not restored
         if before.contents and restores:
@@ -135,11 +136,11 @@ class PhaseRunner:
         the number of the last attempt that ran (0: none did)."""
         cfg, started = self.config, tell.started
         attempts: list[Attempt] = []
-        status, ran, stuck = "failed", 0, None
+        status, ran, stuck = Status.FAILED, 0, None
         for number in range(1, retries + 2):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
-                attempts.append(Attempt(number, AgentResult("failed", spent)))
+                attempts.append(Attempt(number, AgentResult(Status.FAILED, spent)))
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
                 tell(RETRY, number, attempts[-1].problem)
@@ -152,12 +153,12 @@ class PhaseRunner:
             attempts.append(attempt)
             ran = number
             if attempt.ok:
-                status = "completed"
+                status = Status.COMPLETED
                 break
-            if attempt.agent.status == "blocked":  # the agent says it cannot: retrying won't help
-                status = "blocked"
+            if attempt.agent.status is Status.BLOCKED:  # the agent says it cannot: no retry
+                status = Status.BLOCKED
                 break
-        unverified = status == "completed" and cfg.agent_cli and not attempts[-1].checked
+        unverified = status is Status.COMPLETED and cfg.agent_cli and not attempts[-1].checked
         end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
         return replace(end, unverified=unverified, not_put_back=stuck), ran
 
@@ -192,8 +193,10 @@ class PhaseRunner:
         try:
             space = cfg.isolation.open(phase.id)
         except IsolationError as exc:
-            attempt = Attempt(0, AgentResult("blocked", f"no worktree for the phase: {exc}"))
-            return PhaseOutcome(phase.id, "blocked", (attempt,), out.path, started, time.time())
+            attempt = Attempt(0, AgentResult(Status.BLOCKED, f"no worktree for the phase: {exc}"))
+            return PhaseOutcome(
+                phase.id, Status.BLOCKED, (attempt,), out.path, started, time.time()
+            )
         out.write_line(f"--- worktree {space.path} at {space.start[:12]}")
         self.root, self.space = space.root, space
         try:
@@ -242,7 +245,7 @@ class PhaseRunner:
             lines.append(kept)
         for line in lines:
             out.write_line(f"--- {line}")
-        status = "failed" if outcome.ok else outcome.status
+        status = Status.FAILED if outcome.ok else outcome.status
         last = outcome.attempts[-1]
         attempts = (
             *outcome.attempts[:-1],
@@ -381,7 +384,7 @@ class PhaseRunner:
                     tuple(result.tail(15)),
                 )
                 message = f"pre-flight assumption failed: {assumption.claim}"
-                return Attempt(0, AgentResult("blocked", message), (failure,))
+                return Attempt(0, AgentResult(Status.BLOCKED, message), (failure,))
         return None
 
 

@@ -32,7 +32,7 @@ from ..processes.process import KILL_GRACE
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry, generic_agent, normalise
 from ..settings import Settings, SettingsError
-from ..state import SessionDoc, SessionPaths, StateError, read_session
+from ..state import SessionDoc, SessionPaths, StateError, Status, read_session
 from ..state.aside import move_aside
 from ..texts import os_error_text
 from ..views.outputs import Written, write_outputs
@@ -124,7 +124,7 @@ class Orchestrator:
         except BaseException as exc:
             recorder.close()  # no run, and pytest ends no session it never started
             if isinstance(exc, IsolationError | OSError):
-                raise StateError(_one_line(exc)) from None
+                raise StateError(_start_error(exc)) from None
             raise
         self.recorder = recorder
         self.run.resume(
@@ -319,7 +319,7 @@ class Orchestrator:
                 f"phase {phase.id!r} passed unverified: no acceptance command checked the "
                 "agent's work"
             )
-        if ran and facts.status == "completed" and self.settings.commit:
+        if ran and facts.status == Status.COMPLETED and self.settings.commit:
             said = commit(self.root, phase.files.all(), f"{phase.id}: {phase.name}")
             self.notes.append(f"phase {phase.id!r}: {said}")
         if self.budget.session_cap is not None and ran:
@@ -424,7 +424,7 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
     return list(unique.values())
 
 
-def _one_line(error: BaseException) -> str:
+def _start_error(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
         return f"cannot start the run: {os_error_text(error)}"
     return str(error)

@@ -131,7 +131,7 @@ class Recorder:
 
     def finished(self, facts: PhaseFacts) -> None:
         """Persist what a report says of a phase; a phase completed earlier stays as it was."""
-        phase_id, status = facts.phase, Status(facts.status)
+        phase_id, status = facts.phase, facts.status
         current = self.store.last_status(phase_id)
         if status is Status.COMPLETED and current is Status.COMPLETED:
             return  # resumed: nothing ran

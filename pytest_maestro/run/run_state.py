@@ -13,6 +13,7 @@ from ..phase.facts import PhaseFacts, SkipKind, SkipReason
 from ..plan import Plan
 from ..plan.graph import PlanGraph
 from ..scheduling.ordering import stable_topological
+from ..state.model import Status
 from .breaker import breaker_verdict, doomed_by_failures
 
 DEFAULT_DURATION = 1.0  # seconds, for a phase never measured nor estimated
@@ -34,7 +35,7 @@ class RunState:
         # it is sent, trusting the controller that sent it.
         self.decides = decides
         self.breaker_threshold = breaker_threshold
-        self.outcomes: dict[str, str] = {}  # phase id -> status in this run
+        self.outcomes: dict[str, Status] = {}  # phase id -> status in this run
         self.selected: frozenset[str] = frozenset(plan.ids)
         self.earlier: dict[str, str] = {}  # phase id -> when it completed in an earlier run
         # Seconds each phase took when it last completed (pytest's cache keeps them across runs).
@@ -94,7 +95,7 @@ class RunState:
             return SkipReason.earlier(earlier)
         for dep in phase.blocked_by:
             status = self.outcomes.get(dep)
-            if status == "completed" or self.plan.phase(dep).done:
+            if status is Status.COMPLETED or self.plan.phase(dep).done:
                 continue
             if status is not None:
                 return SkipReason.dependency(dep, status)
@@ -107,7 +108,7 @@ class RunState:
         return None
 
     def completed(self, phase_id: str) -> bool:
-        return self.outcomes.get(phase_id) == "completed"
+        return self.outcomes.get(phase_id) is Status.COMPLETED
 
     # -- what happened -------------------------------------------------------------------------
 
@@ -115,13 +116,13 @@ class RunState:
         """A report's news of a phase. A later report of a phase (its teardown failed after the
         call passed) replaces what an earlier one said."""
         done = facts.skip is not None and facts.skip.kind is SkipKind.DONE
-        self.outcomes[facts.phase] = "completed" if done else facts.status
+        self.outcomes[facts.phase] = Status.COMPLETED if done else facts.status
         if facts.skip is not None:
             if facts.skip.kind is SkipKind.EARLIER:
                 self.resumed += 1
             if facts.skip.after_failure:
                 self.skipped_after_failure.add(facts.phase)
-        if facts.status == "completed" and facts.duration is not None:
+        if facts.status is Status.COMPLETED and facts.duration is not None:
             self.durations[facts.phase] = facts.duration
 
     def breaker_verdict(self) -> str | None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..plan import Phase
 from ..processes.process import ProcessResult
-from ..state.model import Tokens
+from ..state.model import Status, Tokens
 from .activity import Activity
 from .agents import Agent
+from .handoff import Handoff
+
+RESULTS = (Status.COMPLETED, Status.FAILED, Status.BLOCKED)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class AgentRequest:
 
 @dataclass(frozen=True)
 class AgentResult:
-    status: str  # completed | failed | blocked
+    status: Status  # completed, failed or blocked
     message: str  # one line: why it failed, or the agent's own status line
     processes: tuple[ProcessResult, ...] = ()
     text: str = ""  # the agent's reply
@@ -47,10 +50,19 @@ class AgentResult:
     limited: bool = False
     retry_after: float | None = None  # seconds, when the CLI says
     handoff_missing: bool = False  # the reply had no status line and no Task Report
+    handoff: Handoff = field(default_factory=Handoff)  # what the agent handed back, read once
+
+    def __post_init__(self) -> None:
+        # A runtime of another plugin may say its status as text: it travels as a Status.
+        if self.status not in RESULTS:
+            raise ValueError(
+                f"an agent's result is completed, failed or blocked, not {str(self.status)!r}"
+            )
+        object.__setattr__(self, "status", Status(self.status))
 
     @property
     def ok(self) -> bool:
-        return self.status == "completed"
+        return self.status == Status.COMPLETED
 
 
 class Runtime(Protocol):

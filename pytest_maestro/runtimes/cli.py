@@ -18,7 +18,7 @@ from typing import Any
 
 from ..numbers import NumberError, reply_dollars, reply_tokens
 from ..processes.process import PhaseLog, ProcessResult, run_process
-from ..state.model import Tokens
+from ..state.model import Status, Tokens
 from ..texts import one_line
 from .activity import Feed, Reader
 from .base import AgentRequest, AgentResult
@@ -126,10 +126,10 @@ class CliRuntime:
     def run(self, request: AgentRequest) -> AgentResult:
         prompt = request.prompt.encode()
         if not request.prompt.strip():
-            return AgentResult("blocked", "the prompt is empty: nothing to hand to the agent")
+            return AgentResult(Status.BLOCKED, "the prompt is empty: nothing to hand to the agent")
         if len(prompt) > MAX_PROMPT_BYTES:
             return AgentResult(
-                "blocked",
+                Status.BLOCKED,
                 f"the prompt is {len(prompt) // 1024} KiB, over the {MAX_PROMPT_BYTES // 1024}"
                 " KiB an agent CLI is handed: shorten the phase's task or context",
             )
@@ -154,14 +154,14 @@ class CliRuntime:
             )
         except FileNotFoundError:
             return AgentResult(
-                "blocked",
+                Status.BLOCKED,
                 f"{argv[0]!r} is not on PATH: install the {self.name} CLI, or choose another "
                 "runtime (--maestro-runtime, or the agent's runtime:)",
             )
         except PermissionError:
-            return AgentResult("blocked", f"{argv[0]!r} cannot be executed")
+            return AgentResult(Status.BLOCKED, f"{argv[0]!r} cannot be executed")
         if process.timed_out:
-            return AgentResult("failed", f"timed out after {request.timeout:g}s", (process,))
+            return AgentResult(Status.FAILED, f"timed out after {request.timeout:g}s", (process,))
         stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
         reply = self.read(process.exit_code, read_bounded(reply_file), stderr)
         if self.priced and reply.tokens is not None:
@@ -189,11 +189,16 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
         if reply.blocked or _NO_ACCESS.search(error):
             why = "" if reply.blocked else "no access to the model (credentials, login, network): "
             return AgentResult(
-                "blocked", why + one_line(error), procs, reply.text, reply.tokens, reply.session_id
+                Status.BLOCKED,
+                why + one_line(error),
+                procs,
+                reply.text,
+                reply.tokens,
+                reply.session_id,
             )
         if _QUOTA.search(text):
             return AgentResult(
-                "blocked",
+                Status.BLOCKED,
                 f"quota spent: {one_line(error)}",
                 procs,
                 reply.text,
@@ -202,7 +207,7 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
             )
         if _RATE_LIMIT.search(text):
             return AgentResult(
-                "failed",
+                Status.FAILED,
                 f"rate limited: {one_line(error)}",
                 procs,
                 reply.text,
@@ -212,7 +217,7 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
                 retry_after=retry_after(text),
             )
         return AgentResult(
-            "failed",
+            Status.FAILED,
             f"the agent CLI failed: {one_line(error)}",
             procs,
             reply.text,
@@ -223,11 +228,17 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
     if handoff.status is None:
         message = "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
         return AgentResult(
-            "failed", message, procs, reply.text, reply.tokens, reply.session_id,
+            Status.FAILED, message, procs, reply.text, reply.tokens, reply.session_id,
             handoff_missing=not handoff.present,
         )  # fmt: skip
     return AgentResult(
-        handoff.status, handoff.status_line, procs, reply.text, reply.tokens, reply.session_id
+        handoff.status,
+        handoff.status_line,
+        procs,
+        reply.text,
+        reply.tokens,
+        reply.session_id,
+        handoff=handoff,
     )
 
 

@@ -14,7 +14,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from ..state.model import Tokens
+from ..state.model import Status, Tokens
 from .activity import CopilotReader, OpenCodeReader, Reader
 from .base import AgentRequest, AgentResult
 from .cli import CliRuntime, Reply, count, dollars, json_lines, stderr_reason
@@ -81,7 +81,7 @@ class CommandRuntime(CliRuntime):
         try:
             self.argv(request, request.attempt_file(".prompt.md"))
         except TemplateError as exc:
-            return AgentResult("blocked", str(exc))
+            return AgentResult(Status.BLOCKED, str(exc))
         return super().run(request)
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:

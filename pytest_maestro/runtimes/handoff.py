@@ -12,21 +12,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..state.model import Status
+
 _STATUS_LINE = re.compile(
     r"^[\s>*_`#-]*(COMPLETED|FAILED|BLOCKED)[*_`]*\s*:[*_`]*\s*(.*?)[*_`\s]*$", re.MULTILINE
 )
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _BULLET = re.compile(r"^\s*[-*+]\s+(?:\*\*(.+?)\*\*|([^:]+?))\s*:\s*(?:\*\*)?\s*(.*)$")
 _REPORT_STATUS = {
-    "success": "completed",
-    "succeeded": "completed",
-    "completed": "completed",
-    "complete": "completed",
-    "done": "completed",
-    "failure": "failed",
-    "failed": "failed",
-    "partial": "failed",
-    "blocked": "blocked",
+    "success": Status.COMPLETED,
+    "succeeded": Status.COMPLETED,
+    "completed": Status.COMPLETED,
+    "complete": Status.COMPLETED,
+    "done": Status.COMPLETED,
+    "failure": Status.FAILED,
+    "failed": Status.FAILED,
+    "partial": Status.FAILED,
+    "blocked": Status.BLOCKED,
 }
 # Longest text a handoff field keeps: a dependent's prompt carries it.
 MAX_FIELD = 4000
@@ -34,7 +36,7 @@ MAX_FIELD = 4000
 
 @dataclass(frozen=True)
 class Handoff:
-    status: str | None = None  # completed | failed | blocked, from the status line or the report
+    status: Status | None = None  # completed, failed or blocked: the status line's or report's
     message: str = ""  # the status line's text, or the report's status
     report: dict[str, str] = field(default_factory=dict)  # Task Report fields
     downstream: dict[str, str] = field(default_factory=dict)  # Downstream Context fields
@@ -65,9 +67,9 @@ def parse_handoff(text: str) -> Handoff:
     lines = _STATUS_LINE.findall(text)
     if lines:
         word, message = lines[-1]
-        status = word.lower()
+        status = Status(word.lower())
     elif report.get("status"):
-        status = _REPORT_STATUS.get(report["status"].split()[0].lower().strip(".,"), "failed")
+        status = _REPORT_STATUS.get(report["status"].split()[0].lower().strip(".,"), Status.FAILED)
         message = report["status"]
     return Handoff(status, message[:MAX_FIELD], report, downstream)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ..processes.process import ProcessResult, run_process
+from ..state.model import Status
 from .base import AgentRequest, AgentResult
 
 
@@ -18,7 +19,9 @@ class ShellRuntime:
         for command in request.phase.run:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return AgentResult("failed", f"timed out after {request.timeout:g}s", tuple(done))
+                return AgentResult(
+                    Status.FAILED, f"timed out after {request.timeout:g}s", tuple(done)
+                )
             result = run_process(
                 ["bash", "-c", command],
                 cwd=request.root,
@@ -30,10 +33,10 @@ class ShellRuntime:
             done.append(result)
             if result.timed_out:
                 return AgentResult(
-                    "failed", f"timed out after {request.timeout:g}s: {command}", tuple(done)
+                    Status.FAILED, f"timed out after {request.timeout:g}s: {command}", tuple(done)
                 )
             if result.exit_code != 0:
                 return AgentResult(
-                    "failed", f"command exited {result.exit_code}: {command}", tuple(done)
+                    Status.FAILED, f"command exited {result.exit_code}: {command}", tuple(done)
                 )
-        return AgentResult("completed", f"{len(done)} command(s) succeeded", tuple(done))
+        return AgentResult(Status.COMPLETED, f"{len(done)} command(s) succeeded", tuple(done))
