@@ -96,6 +96,25 @@ def test_a_phase_passes_with_its_file_in_the_root_and_its_tokens_recorded(
         assert tokens.input > 0 and tokens.output > 0, tokens
 
 
+# One CLI per API the fakes speak but Gemini's (each retry is two runs of the CLI, seconds each).
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_a_retry_carries_the_failure_to_the_model(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
+) -> None:
+    # The fake model writes "goodbye" until a request carries a retry's prompt: the first
+    # attempt's check fails, and the second attempt's prompt must reach the API with why.
+    with fake_api(pytester, monkeypatch, cli, first_content="goodbye\n") as api:
+        write_plan(pytester, [{**HELLO, "max_retries": 1}])
+        result = run(pytester, cli)
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    assert (pytester.path / "hello.txt").read_text().strip() == "hello"
+    assert phase_state(pytester.path).attempts == 2
+    failure = "check failed: hello.txt says hello (`grep -q hello hello.txt`, exit 1)"
+    told = [s for s in api.api.seen if failure in json.dumps(s.body, ensure_ascii=False)]
+    assert told, f"no request to the {cli} API carried {failure!r}"
+
+
 # Flags a CLI accepts though its --help leaves them out (each used by a test below).
 HIDDEN = {"claude": {"--max-turns"}}
 
