@@ -112,19 +112,20 @@ def give(tree: Path, user: pwd.struct_passwd) -> None:
 
 
 def wrapper(cli: str, real: str, user: pwd.struct_passwd, top: Path) -> Path:
-    """A directory for the front of PATH whose ``cli`` runs ``real`` as ``user``: ``real`` linked,
-    or copied, to where ``user`` can execute it. It refuses to run with ``IS_SANDBOX`` set, which
-    this case is without."""
+    """A directory for the front of PATH whose ``cli`` runs ``real`` as ``user``: ``real`` linked
+    to where ``user`` can execute it, else run where it is if ``user`` can, else copied (a CLI is
+    hundreds of MB). It refuses to run with ``IS_SANDBOX`` set, which this case is without."""
     bin_dir = top / "bin"
     bin_dir.mkdir()
-    binary = bin_dir / f"{cli}.real"
-    try:
-        os.link(Path(real).resolve(), binary)
-    except OSError:  # another file system
-        shutil.copy2(Path(real).resolve(), binary)
     setpriv = shutil.which("setpriv")
     assert setpriv is not None
     drop = [setpriv, f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--"]
+    binary = bin_dir / f"{cli}.real"
+    try:
+        os.link(Path(real).resolve(), binary)
+    except OSError:  # another file system: the binary where it is, if the user can run it there
+        reachable = subprocess.run([*drop, "test", "-x", real], check=False).returncode == 0
+        binary = Path(real) if reachable else Path(shutil.copy2(Path(real).resolve(), binary))
     script = bin_dir / cli
     refuse = 'echo "IS_SANDBOX is set: not an ordinary run" >&2; exit 97'
     script.write_text(
