@@ -96,8 +96,9 @@ def test_a_phase_passes_with_its_file_in_the_root_and_its_tokens_recorded(
         assert tokens.input > 0 and tokens.output > 0, tokens
 
 
-# One CLI per API the fakes speak but Gemini's (each retry is two runs of the CLI, seconds each).
-@pytest.mark.parametrize("cli", ["claude", "codex"])
+# One CLI per API the fakes speak (each case runs its CLI twice, for seconds): opencode and copilot
+# speak claude's API (Anthropic Messages), so they add no wire format.
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_a_retry_carries_the_failure_to_the_model(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
 ) -> None:
