@@ -1,4 +1,5 @@
-"""Run a command with the loopback interface up: ``unshare -rn python .ci/loopback.py CMD...``.
+"""Run a command with the loopback interface up: ``unshare -n python .ci/loopback.py CMD...`` as
+root, else ``unshare -rn …`` (a user namespace too, in which root is the only user).
 
 A new network namespace has only ``lo``, and down: this brings it up (no ``ip`` needed), so the
 conformance suite's fake model APIs on 127.0.0.1 are reachable and nothing else is.

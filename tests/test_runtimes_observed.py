@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_maestro.plan.model import Phase
-from pytest_maestro.runtimes import AgentRequest
+from pytest_maestro.process import ProcessResult
+from pytest_maestro.runtimes import AgentRequest, cli
 from pytest_maestro.runtimes.cli import CliRuntime
 
 from .test_runtimes import AGENT_CLIS, FAKES, RUNTIMES, run
@@ -89,3 +92,47 @@ def test_codex_without_a_network_is_ended_and_blocked_at_its_first_reconnect(
     assert result.status == "blocked", result.message
     assert "failed to lookup address information" in result.message
     assert time.monotonic() - started < 20  # not the phase's timeout
+
+
+# What gemini 0.61.0 printed on stderr, retrying an API that answered every request 429
+# (tests/conformance), its bundle's path made /repo/.clis: stack traces between the lines that
+# say so.
+GEMINI_RETRYING = (Path(__file__).parent / "fixtures" / "streams" / "gemini-429.stderr").read_text()
+GEMINI_NOTICES = (
+    "Warning: 256-color support not detected. Using a terminal with at least 256-color support is"
+    " recommended for a better visual experience.\n"
+    "YOLO mode is enabled. All tool calls will be automatically approved.\n"
+)
+
+
+def timed_out_with(stderr: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The message of a gemini call that ran into its 20 s timeout having printed ``stderr``."""
+
+    def timing_out(argv: list[str], **given: Any) -> ProcessResult:
+        given["stderr_file"].write_text(stderr)
+        return ProcessResult(tuple(argv), -15, True, 20.0, given["log"], 0)
+
+    monkeypatch.setattr(cli, "run_process", timing_out)
+    runtime = RUNTIMES["gemini"]
+    result = runtime.run(replace(request(tmp_path, {}), timeout=20, autonomous=True))
+    assert result.status == "failed" and not result.limited
+    return result.message
+
+
+def test_a_gemini_timeout_says_it_was_retrying_a_rate_limit_in_its_own_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = timed_out_with(GEMINI_RETRYING, tmp_path, monkeypatch)
+    assert message.startswith("timed out after 20s while gemini was retrying a rate limit")
+    assert "general.maxAttempts" in message  # what bounds its retries
+    assert message.endswith(
+        ": Attempt 2 failed with status 429. Retrying with backoff... _ApiError: "
+        '{"error":{"code":429,"message":"Rate limit reached for requests",'
+        '"status":"RESOURCE_EXHAUSTED"}}'
+    )
+
+
+def test_a_gemini_timeout_without_a_rate_limit_on_its_stderr_says_only_that(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert timed_out_with(GEMINI_NOTICES, tmp_path, monkeypatch) == "timed out after 20s"

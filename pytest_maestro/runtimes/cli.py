@@ -55,6 +55,10 @@ _RETRY_AFTER = re.compile(
     re.IGNORECASE,
 )
 _UNITS = {"s": 1, "m": 60, "h": 3600}
+# A CLI that retries a rate limit on its own for minutes may say so only on its standard error
+# (gemini 0.61.0: "Attempt 2 failed with status 429. Retrying with backoff... _ApiError: …"): a
+# line that says it is retrying and names a limit.
+_RETRYING = re.compile(r"\bretrying\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class CliRuntime:
     # (prices.py), under this provider's prices (None: the provider a ``provider/model`` names).
     priced = False
     price_provider: str | None = None
+    # What bounds the CLI's own retries of a rate limit, where only its user can set it: named
+    # when a call times out while it retries.
+    own_retries = ""
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         raise NotImplementedError
@@ -160,14 +167,24 @@ class CliRuntime:
             )
         except PermissionError:
             return AgentResult(Status.BLOCKED, f"{argv[0]!r} cannot be executed")
-        if process.timed_out:
-            return AgentResult(Status.FAILED, f"timed out after {request.timeout:g}s", (process,))
         stderr = read_bounded(stderr_file, MAX_STDERR_BYTES)
+        if process.timed_out:
+            return AgentResult(Status.FAILED, self.timed_out(request.timeout, stderr), (process,))
         reply = self.read(process.exit_code, read_bounded(reply_file), stderr)
         if self.priced and reply.tokens is not None:
             model = request.model or reply.model
             reply = replace(reply, tokens=estimate(reply.tokens, model, self.price_provider))
         return judge(reply, process.exit_code, (process,))
+
+    def timed_out(self, timeout: float, stderr: str) -> str:
+        """A call that ran into its timeout: and, when its standard error says so, that the CLI
+        was retrying a rate limit then, in its own words."""
+        message = f"timed out after {timeout:g}s"
+        said = retrying_limit(stderr)
+        if said is None:
+            return message
+        bound = f" ({self.own_retries} bounds its retries)" if self.own_retries else ""
+        return f"{message} while {self.name} was retrying a rate limit{bound}: {one_line(said)}"
 
     def read(self, exit_code: int, stdout: str, stderr: str) -> Reply:
         """``read_reply``, with a usage or cost this tool cannot count or cap made the reply's
@@ -240,6 +257,15 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
         reply.session_id,
         handoff=handoff,
     )
+
+
+def retrying_limit(stderr: str) -> str | None:
+    """The last line of a CLI's standard error that says it is retrying a rate limit or an
+    overload, if one does."""
+    for line in reversed(stderr.splitlines()):
+        if _RETRYING.search(line) and _RATE_LIMIT.search(line):
+            return line.strip()
+    return None
 
 
 def retry_after(text: str) -> float | None:

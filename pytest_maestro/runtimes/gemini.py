@@ -6,7 +6,9 @@ The reply is JSON Lines of events, read as they come for the tool calls (``activ
 ``message``, ``stats`` with ``input_tokens``, ``output_tokens``, ``cached`` and per model in
 ``models``). A fatal error ends standard error instead (after the CLI's warnings), one JSON
 object: ``error`` (``type``, ``message``, ``code``). Exit codes are the CLI's ``Fatal*Error``
-classes (``EXIT_CODES``); a failed API call exits with its HTTP status (429 becomes 173). Gemini
+classes (``EXIT_CODES``); a failed API call exits with its HTTP status (429 becomes 173), after
+retrying it for minutes, which only its stderr tells ("Attempt 2 failed with status 429. Retrying
+with backoff..."): a call that times out meanwhile says so (``CliRuntime.timed_out``). Gemini
 reports no cost: it is estimated from the phase's model, else the model of ``stats.models`` that
 used the most tokens (Google's prices). See docs/agent-clis.md for the sources.
 """
@@ -49,6 +51,7 @@ class GeminiRuntime(CliRuntime):
     executable = "gemini"
     autonomy = "--approval-mode yolo: edits files and runs commands without asking"
     priced, price_provider = True, "google"
+    own_retries = "general.maxAttempts in its settings.json"
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["--output-format", "stream-json"]

@@ -27,6 +27,9 @@ class Script:
     root: str = ""  # the project root: the CLIs want absolute paths
     path: str = "hello.txt"
     content: str = "hello\n"
+    # Written instead of ``content`` until a request carries the previous attempt's failure (the
+    # prompt of a retry): a first attempt whose check fails.
+    first_content: str | None = None
     final: str = "Wrote hello.txt.\n\nCOMPLETED: wrote hello.txt"
     limited: int = 0  # answer the first this many model requests with 429
     unauthorized: bool = False  # answer every request with 401

@@ -20,6 +20,7 @@ from pytest_maestro.runtimes.cli import CliRuntime
 from pytest_maestro.state import read_session
 
 from ..helpers import write_plan
+from . import users
 from .clis import CLIS, environment, installed, pinned
 from .fake_apis import Running, Script, serve
 
@@ -46,14 +47,16 @@ def need(cli: str) -> None:
 @contextlib.contextmanager
 def fake_api(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str, key: str = "sk-fake",
-    **script: Any,
+    root: Path | None = None, home: Path | None = None, **script: Any,
 ) -> Iterator[Running]:  # fmt: skip
-    """The fake API serving ``script``, and this test's environment pointing ``cli`` at it."""
+    """The fake API serving ``script``, and this test's environment pointing ``cli`` at it, its
+    home ``home`` (one beside the pytester directory if not given), the project in ``root`` (the
+    pytester directory if not given)."""
     need(cli)
-    gen = serve(Script(root=str(pytester.path), **script))
+    gen = serve(Script(root=str(root or pytester.path), **script))
     running = next(gen)
     try:
-        home = pytester.path.parent / f"{pytester.path.name}-home"
+        home = home or pytester.path.parent / f"{pytester.path.name}-home"
         for name, value in environment(cli, home, running.url, key).items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("IS_SANDBOX", raising=False)  # the suite's own, for the stand-ins
@@ -71,8 +74,8 @@ def run(pytester: pytest.Pytester, cli: str, *extra: str) -> pytest.RunResult:
     )  # fmt: skip
 
 
-def phase_state(pytester: pytest.Pytester) -> Any:
-    [snapshot] = (pytester.path / ".maestro").glob("plan-*.md")
+def phase_state(root: Path) -> Any:
+    [snapshot] = (root / ".maestro").glob("plan-*.md")
     return read_session(snapshot).phases["hello"]
 
 
@@ -87,10 +90,30 @@ def test_a_phase_passes_with_its_file_in_the_root_and_its_tokens_recorded(
     print(f"{cli} {pinned(cli)}: {time.monotonic() - started:.1f}s, {len(api.api.seen)} requests")
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert (pytester.path / "hello.txt").read_text().strip() == "hello"
-    tokens = phase_state(pytester).tokens
+    tokens = phase_state(pytester.path).tokens
     print(f"{cli} tokens {tokens}")
     if cli != "copilot":  # its events carry no token counts
         assert tokens.input > 0 and tokens.output > 0, tokens
+
+
+# One CLI per API the fakes speak (each case runs its CLI twice, for seconds): opencode and copilot
+# speak claude's API (Anthropic Messages), so they add no wire format.
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
+def test_a_retry_carries_the_failure_to_the_model(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
+) -> None:
+    # The fake model writes "goodbye" until a request carries a retry's prompt: the first
+    # attempt's check fails, and the second attempt's prompt must reach the API with why.
+    with fake_api(pytester, monkeypatch, cli, first_content="goodbye\n") as api:
+        write_plan(pytester, [{**HELLO, "max_retries": 1}])
+        result = run(pytester, cli)
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    assert (pytester.path / "hello.txt").read_text().strip() == "hello"
+    assert phase_state(pytester.path).attempts == 2
+    failure = "check failed: hello.txt says hello (`grep -q hello hello.txt`, exit 1)"
+    told = [s for s in api.api.seen if failure in json.dumps(s.body, ensure_ascii=False)]
+    assert told, f"no request to the {cli} API carried {failure!r}"
 
 
 # Flags a CLI accepts though its --help leaves them out (each used by a test below).
@@ -173,6 +196,35 @@ def test_claude_as_root_without_a_sandbox_is_blocked_saying_how_to_allow_it(
     assert "IS_SANDBOX=1" in output and "attempt 2" not in output
 
 
+def test_claude_as_an_ordinary_user_passes_without_is_sandbox(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the CLI runs as the user (users.py says why): `claude` on PATH drops to it.
+    need("claude")
+    user = users.ordinary()
+    if isinstance(user, str):
+        pytest.skip(f"claude as an ordinary user: {user}")
+    with users.place(user) as top:
+        project, home = top / "project", top / "home"
+        with fake_api(pytester, monkeypatch, "claude", root=project, home=home) as api:
+            users.give(home, user)  # with the configuration the fake API's case wrote there
+            real = installed("claude")
+            assert real is not None
+            front = users.wrapper("claude", real, user, top)
+            monkeypatch.setenv("PATH", f"{front}{os.pathsep}{os.environ['PATH']}")
+            monkeypatch.delenv("IS_SANDBOX", raising=False)
+            write_plan(pytester, [{**HELLO, "max_retries": 0}])
+            result = run(pytester, "claude", f"--maestro-root={project}")
+        output = result.stdout.str()
+        assert result.ret == 0, output[-3000:]
+        written = project / "hello.txt"
+        assert written.read_text().strip() == "hello"
+        assert written.stat().st_uid == user.pw_uid  # claude wrote it, as the user
+        tokens = phase_state(project).tokens
+        assert tokens.input > 0 and tokens.output > 0 and tokens.cost > 0, tokens
+        assert len(api.api.seen) >= 2
+
+
 def test_a_rate_limit_from_the_api_reaches_this_tool_s_backoff_claude(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,7 +260,8 @@ def test_a_rate_limit_gemini_retries_for_good_ends_at_the_phase_timeout(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # gemini retries a 429 ten times over minutes, silently on stdout; only its settings.json
-    # (general.maxAttempts) bounds that, and this tool does not write a user's settings.
+    # (general.maxAttempts) bounds that, and this tool does not write a user's settings. Its
+    # stderr says it is retrying: the timeout names that, in its words.
     with fake_api(pytester, monkeypatch, "gemini", limited=10**9):
         write_plan(pytester, [{**HELLO, "max_retries": 0, "timeout": 20}])
         started = time.monotonic()
@@ -216,7 +269,9 @@ def test_a_rate_limit_gemini_retries_for_good_ends_at_the_phase_timeout(
     took = time.monotonic() - started
     output = result.stdout.str()
     print(f"gemini {pinned('gemini')}: {took:.1f}s")
-    assert "timed out after 20s" in output, output[-3000:]
+    assert "timed out after 20s while gemini was retrying a rate limit" in output, output[-3000:]
+    assert "failed with status 429. Retrying with backoff" in output
+    assert "general.maxAttempts" in output
     assert took < 60
 
 

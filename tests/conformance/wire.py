@@ -10,6 +10,7 @@ from typing import Any, Protocol
 class _Script(Protocol):
     path: str
     content: str
+    first_content: str | None
     final: str
     root: str
     tokens: tuple[int, int, int]
@@ -58,6 +59,17 @@ def _abs(script: _Script) -> str:
     return f"{script.root.rstrip('/')}/{script.path}"
 
 
+# What a retry's prompt says before the previous attempt's failure (prompt.py).
+RETRY = "## The previous attempt failed"
+
+
+def _content(body: dict[str, Any], script: _Script) -> str:
+    """What the file-writing call writes: ``first_content`` until the request is a retry's."""
+    if script.first_content is None or RETRY in json.dumps(body, ensure_ascii=False):
+        return script.content
+    return script.first_content
+
+
 # --- Anthropic Messages ------------------------------------------------------------------------
 
 
@@ -74,9 +86,9 @@ def _anthropic_step(body: dict[str, Any], script: _Script) -> list[dict[str, Any
     if answered:
         return [{"type": "text", "text": script.final}]
     for name, args in (
-        ("Write", {"file_path": _abs(script), "content": script.content}),
-        ("write", {"filePath": _abs(script), "content": script.content}),
-        ("create", {"path": _abs(script), "file_text": script.content}),
+        ("Write", {"file_path": _abs(script), "content": _content(body, script)}),
+        ("write", {"filePath": _abs(script), "content": _content(body, script)}),
+        ("create", {"path": _abs(script), "file_text": _content(body, script)}),
     ):
         if name in tools:
             return [{"type": "tool_use", "id": "toolu_01", "name": name, "input": args}]
@@ -161,8 +173,9 @@ def _openai_item(body: dict[str, Any], script: _Script) -> dict[str, Any]:
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
+    content = _content(body, script)
     if "apply_patch" in tools:
-        lines = "".join(f"+{line}\n" for line in script.content.splitlines())
+        lines = "".join(f"+{line}\n" for line in content.splitlines())
         patch = f"*** Begin Patch\n*** Add File: {script.path}\n{lines}*** End Patch\n"
         if tools["apply_patch"].get("type") == "custom":
             return {
@@ -175,7 +188,7 @@ def _openai_item(body: dict[str, Any], script: _Script) -> dict[str, Any]:
             }
         args = json.dumps({"input": patch})
     else:
-        lines = " ".join(shlex.quote(line) for line in script.content.splitlines())
+        lines = " ".join(shlex.quote(line) for line in content.splitlines())
         command = f"printf '%s\\n' {lines} > {shlex.quote(script.path)}"
         name = "exec_command" if "exec_command" in tools else "shell"
         args = json.dumps({"cmd": command} if name == "exec_command" else {"command": command})
@@ -266,7 +279,7 @@ def _gemini_parts(body: dict[str, Any], script: _Script) -> list[dict[str, Any]]
     if answered:
         return [{"text": script.final}]
     if "write_file" in names:
-        args = {"file_path": _abs(script), "content": script.content}
+        args = {"file_path": _abs(script), "content": _content(body, script)}
         return [{"functionCall": {"name": "write_file", "args": args}}]
     return [{"text": f"no write tool among {names}"}]
 
