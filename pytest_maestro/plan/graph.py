@@ -18,6 +18,8 @@ w = 30 (bits per CPython int digit):
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -71,16 +73,20 @@ class PlanGraph:
         plan: Plan,
         durations: Mapping[str, float] | None = None,
         aliases: Mapping[str, str] | None = None,
+        *,
+        dag: Dag | None = None,
     ) -> None:
         """``aliases``: declared paths that lead, through symlinks, to other paths in the
-        project root (``paths.real_paths``): they are those paths to the file conflicts."""
+        project root (``paths.real_paths``): they are those paths to the file conflicts.
+        ``dag``: the structure of these phases' dependencies, where another graph of the plan
+        already built it."""
         self.plan = plan
         self._aliases = aliases or {}
         self._given_durations = durations
         with paused_gc():  # a few lists and tuples per phase: see paused_gc
             self.ids: tuple[str, ...] = plan.ids
             self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
-            self.dag = Dag.build(self.ids, self._dep_indices())
+            self.dag = dag if dag is not None else Dag.build(self.ids, self._dep_indices())
         self.deps = self.dag.deps
         self.succs = self.dag.succs
 
@@ -97,6 +103,20 @@ class PlanGraph:
                     f"phase {phase.id!r} depends on unknown phase {exc.args[0]!r}"
                 ) from None
         return result
+
+    def with_warnings(self, warnings: tuple[str, ...]) -> PlanGraph:
+        """This graph, its plan holding ``warnings``: nothing it computed depends on them, so
+        everything computed is kept."""
+        graph = copy.copy(self)
+        graph.plan = dataclasses.replace(self.plan, warnings=warnings)
+        return graph
+
+    def with_aliases(self, aliases: Mapping[str, str]) -> PlanGraph:
+        """This graph with other ``aliases``: the dependency structure is kept, the files'
+        answers are computed again."""
+        if dict(aliases) == dict(self._aliases):
+            return self
+        return PlanGraph(self.plan, self._given_durations, aliases, dag=self.dag)
 
     @cached_property
     def _durations(self) -> list[float]:
