@@ -163,6 +163,11 @@ class PlanGraph:
         position = {self.index[pid]: n for n, pid in enumerate(ids)}
         return [self.ids[i] for i in self.dag.sort(position)]
 
+    def written_order(self, ids: Iterable[str]) -> list[str]:
+        """``ids`` in written order, moved only where a dependency among them must come first."""
+        nodes = [self.index[pid] for pid in ids]
+        return [self.ids[i] for i in self.dag.sort(dict(zip(nodes, nodes, strict=True)))]
+
     def descendants(self, ids: Iterable[str]) -> set[str]:
         """Every phase that depends on one of ``ids``, directly or through others. O(V + E)."""
         nodes = self.dag.descendants(self.index[pid] for pid in ids if pid in self.index)

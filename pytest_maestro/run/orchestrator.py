@@ -71,7 +71,6 @@ class Orchestrator:
         self.agents = AgentRegistry.load(_unique(agent_dirs))
         self.runtimes = dict(runtimes)
         self.run = RunState(
-            plan,
             self.graph,
             decides=decides,
             durations=durations,

@@ -1,12 +1,13 @@
 """What the policies schedule: ``Job`` values, their graph over the DAG kernel that ``PlanGraph``
-uses too, and the waves and chunks ``WavePolicy`` runs."""
+uses too, the waves and chunks ``WavePolicy`` runs, and the jobs of a plan's phases."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..plan.dag import Dag, conflict_groups, conflict_roots, file_index
+from ..plan.graph import PlanGraph
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,26 @@ class WaveLayout:
                 for wave in waves
             ),
         )
+
+
+def plan_jobs(graph: PlanGraph, ids: Iterable[str], duration: Callable[[str], float]) -> list[Job]:
+    """A job per phase of ``ids``, in that order: its dependencies among them (one outside
+    completed earlier), the keys of its files (one per file, however named: ``PlanGraph.claims``),
+    exclusive for ``parallel: false``."""
+    ids = list(ids)
+    running = set(ids)
+    jobs = []
+    for phase_id in ids:
+        phase = graph.plan.phase(phase_id)
+        writes, reads = graph.claims(phase_id)
+        jobs.append(
+            Job(
+                id=phase_id,
+                deps=frozenset(dep for dep in phase.blocked_by if dep in running),
+                writes=frozenset(writes),
+                reads=frozenset(reads),
+                exclusive=not phase.parallel,
+                duration=duration(phase_id),
+            )
+        )
+    return jobs
