@@ -1,14 +1,32 @@
-"""One graph: the plan's graph is built once, by validation, and passed around."""
+"""One DAG kernel and one graph: the plan's graph is built once, by validation, and passed
+around; what ``WavePolicy`` runs is what ``--maestro-analyze`` prints.
+
+The policies and ``PlanGraph`` both answer order, waves and conflict groups from ``plan.dag``;
+the drift tests hold the scheduler's view (jobs built as the xdist scheduler builds them) to the
+analysis, on the example plans and on random DAGs, so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_maestro.plan import load_graph, load_plan
+from pytest_maestro.plan.dag import Dag, DependencyCycle
+from pytest_maestro.plan.graph import PlanGraph
+from pytest_maestro.plan.model import Files, Phase, Plan
+from pytest_maestro.scheduling.jobs import JobGraph, plan_jobs
+from pytest_maestro.scheduling.policy import WavePolicy
+from pytest_maestro.scheduling.simulation import simulate
 
 from .helpers import phase, write_plan
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "example_plans").iterdir())
+FILES = ["f0", "f1", "f2", "f3", "src", "src/a.py"]
 
 # -- one graph, passed around ----------------------------------------------------------------------
 
@@ -91,3 +109,99 @@ def test_a_run_builds_the_plans_graph_once_more_than_validation(
     )
     assert result.parseoutcomes()["failed"] == 1  # then the breaker stops what it dooms
     assert (pytester.path / "builds.txt").read_text() == "2"
+
+
+# -- WavePolicy runs what the analysis prints ------------------------------------------------------
+
+
+def scheduled(graph: PlanGraph) -> WavePolicy:
+    """The ``WavePolicy`` the xdist scheduler starts for a run of every phase."""
+    jobs = plan_jobs(graph, graph.written_order(graph.ids), graph.duration)
+    return WavePolicy(jobs, max_running=4)
+
+
+def check_waves_match_the_analysis(graph: PlanGraph) -> None:
+    layout = scheduled(graph).layout
+    # the same phases in the same waves; inside a wave, the order the jobs were given
+    assert [set(wave) for wave in layout.waves] == [set(wave) for wave in graph.waves()]
+    for wave, solo in zip(graph.waves(), layout.solo, strict=True):
+        assert set(solo) == {pid for pid in wave if not graph.plan.phase(pid).parallel}
+    analysed = [{frozenset(chunk.phases) for chunk in wave} for wave in graph.chunks()]
+    ran = [{frozenset(chunk) for chunk in wave} for wave in layout.chunks]
+    if all(phase.parallel for phase in graph.plan.phases):
+        assert ran == analysed
+    # a phase with parallel: false runs alone, so it joins no chunk and may split the one the
+    # analysis shows it in: every chunk the policy runs lies inside one the analysis prints
+    for chunks, analysed_chunks in zip(ran, analysed, strict=True):
+        for chunk in chunks:
+            assert any(chunk <= other for other in analysed_chunks), chunk
+
+
+def check_barriers_fall_between_the_analysed_waves(graph: PlanGraph) -> None:
+    jobs = plan_jobs(graph, graph.written_order(graph.ids), graph.duration)
+    slots = simulate(WavePolicy, jobs, workers=3).slots
+    waves = graph.waves()
+    for before, after in itertools.pairwise(waves):
+        assert max(slots[pid].finish for pid in before) <= min(slots[pid].start for pid in after)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[path.name for path in EXAMPLES])
+def test_wave_policy_runs_the_waves_and_chunks_the_analysis_prints(path: Path) -> None:
+    graph = load_graph(path)
+    check_waves_match_the_analysis(graph)
+    check_barriers_fall_between_the_analysed_waves(graph)
+
+
+@st.composite
+def random_plans(draw: st.DrawFn) -> Plan:
+    """A random DAG (each phase may depend on any earlier one) written in a shuffled order, so
+    dependencies point forwards too; files shared often, a folder holding a file among them."""
+    count = draw(st.integers(1, 12))
+    phases = []
+    for i in range(count):
+        deps = draw(st.sets(st.integers(0, max(i - 1, 0)), max_size=3)) if i else set()
+        phases.append(
+            Phase(
+                id=f"p{i}",
+                name=f"P{i}",
+                blocked_by=tuple(f"p{d}" for d in sorted(deps)),
+                files=Files(modify=tuple(draw(st.sets(st.sampled_from(FILES), max_size=2)))),
+                reads=tuple(draw(st.sets(st.sampled_from(FILES), max_size=2))),
+                estimate=draw(st.sampled_from([None, 0.5, 1.0, 3.0])),
+                parallel=draw(st.integers(0, 4)) > 0,
+            )
+        )
+    shuffled = tuple(draw(st.permutations(phases)))
+    return Plan(path=Path("plan.yaml"), format="native", phases=shuffled)
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_plans())
+def test_wave_policy_runs_the_analysed_waves_of_random_dags(plan: Plan) -> None:
+    graph = PlanGraph(plan)
+    check_waves_match_the_analysis(graph)
+    check_barriers_fall_between_the_analysed_waves(graph)
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_plans())
+def test_the_policies_longest_chain_is_the_analysed_critical_path(plan: Plan) -> None:
+    graph = PlanGraph(plan)
+    jobs = plan_jobs(graph, graph.written_order(graph.ids), graph.duration)
+    chain = max(JobGraph(jobs).remaining_paths())
+    assert chain == pytest.approx(graph.path_duration(graph.critical_path()))
+
+
+# -- the kernel ------------------------------------------------------------------------------------
+
+
+def test_the_kernel_orders_a_subset_and_names_what_a_cycle_leaves_unordered() -> None:
+    dag = Dag.build(["a", "b", "c", "d"], [(), (0,), (3,), (1,)])
+    assert dag.order == [0, 1, 3, 2]
+    assert dag.waves == [[0], [1], [3], [2]]
+    assert dag.sort({2: 0, 0: 1}) == [2, 0]  # no dependency among them: the key decides
+    assert dag.descendants([1]) == {3, 2}
+    cyclic = Dag.build(["a", "b", "c"], [(1,), (0,), ()])
+    with pytest.raises(DependencyCycle, match=r"cycle among: a, b$"):
+        _ = cyclic.order
+    assert cyclic.cycle() == [0, 1, 0]
