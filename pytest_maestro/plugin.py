@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from . import numbers
-from .plan import PlanError, load_plan
+from .plan import PlanError, load_graph, load_plan
 from .runtimes import BUILTIN_RUNTIMES, Runtime
 from .settings import OPTIONS, Settings, SettingsError
 from .views.analysis import FORMATS as ANALYZE_FORMATS
@@ -109,11 +109,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     try:
         settings = Settings.from_config(config)
-        plan = load_plan(settings.plan, settings.format, settings.tag)
+        graph = load_graph(settings.plan, settings.format, settings.tag)
     except (PlanError, SettingsError) as exc:
         sys.stderr.write(f"ERROR: {exc}\n")
         return pytest.ExitCode.USAGE_ERROR
-    sys.stdout.write(render(plan, settings.analyze or "text").rstrip("\n") + "\n")
+    text = render(graph.plan, settings.analyze or "text", graph)
+    sys.stdout.write(text.rstrip("\n") + "\n")
     return pytest.ExitCode.OK
 
 
@@ -148,7 +149,8 @@ def pytest_configure(config: pytest.Config) -> None:
     decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
     try:
         settings = Settings.from_config(config)
-        plan = load_plan(settings.plan, settings.format, settings.tag)
+        graph = load_graph(settings.plan, settings.format, settings.tag)
+        plan = graph.plan
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
         report_allowed(
@@ -156,7 +158,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         maestro = Orchestrator(
             settings,
-            plan,
+            graph,
             root,
             agent_dirs=agent_dirs(config, settings, plan.path, root),
             decides=decides,

@@ -382,7 +382,7 @@ def test_numbers_of_a_phase_are_finite_and_in_range(
 
     plan = Plan(tmp_path / "p.yaml", "native", (Phase("a", "A", line=2, **{field: value}),))
     if error is None:
-        assert getattr(validate(plan).phases[0], field) == value
+        assert getattr(validate(plan).plan.phases[0], field) == value
         return
     with pytest.raises(PlanError) as raised:
         validate(plan)

@@ -16,7 +16,7 @@ from pytest_maestro.state.model import Status
 
 def state(*phases: Phase, threshold: float = 0.5, decides: bool = True) -> RunState:
     plan = Plan(Path("plan.yaml"), "native", phases)
-    return RunState(plan, PlanGraph(plan), decides=decides, breaker_threshold=threshold)
+    return RunState(PlanGraph(plan), decides=decides, breaker_threshold=threshold)
 
 
 def chain() -> RunState:

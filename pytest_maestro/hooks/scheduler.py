@@ -19,7 +19,8 @@ import pytest
 from .._compat import WorkerController, set_collected_count, xdist_shutting_down
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
-from ..scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from ..scheduling.jobs import plan_jobs
+from ..scheduling.policy import DagPolicy, Policy, WavePolicy
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .skips import report_skip
@@ -148,23 +149,11 @@ class DependencyScheduling:
                 to_run.append(phase_id)
             else:
                 report_skip(self.config, maestro.plan, self._nodeid(phase_id), reason)
-        jobs = [self._job(phase_id, set(to_run)) for phase_id in to_run]
+        jobs = plan_jobs(maestro.graph, to_run, self.run.duration)
         # Idle workers bound what runs; workers still starting up join as they finish collecting.
         limit = maestro.settings.max_concurrent or max(len(jobs), 1)
         kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
         return kind(jobs, limit)
-
-    def _job(self, phase_id: str, to_run: set[str]) -> Job:
-        phase = self.maestro.plan.phase(phase_id)
-        writes, reads = self.maestro.graph.claims(phase_id)  # one key per file, however named
-        return Job(
-            id=phase_id,
-            deps=frozenset(d for d in phase.blocked_by if d in to_run),
-            writes=frozenset(writes),
-            reads=frozenset(reads),
-            exclusive=not phase.parallel,
-            duration=self.run.duration(phase_id),
-        )
 
     def _finish(self, phase_id: str) -> None:
         assert self.policy is not None

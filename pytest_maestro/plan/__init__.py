@@ -7,6 +7,7 @@ from pathlib import Path
 from .errors import PlanError
 from .formats import BY_NAME, FORMAT_NAMES, READERS
 from .gc_pause import paused_gc
+from .graph import PlanGraph
 from .model import Assumption, Check, Files, Phase, Plan
 from .source import Source
 from .validate import validate
@@ -20,8 +21,10 @@ __all__ = [
     "Phase",
     "Plan",
     "PlanError",
+    "PlanGraph",
     "Source",
     "detect_format",
+    "load_graph",
     "load_plan",
     "paused_gc",
 ]
@@ -54,6 +57,12 @@ def load_plan(path: Path | str, format: str | None = None, tag: str | None = Non
 
     Raises :class:`PlanError` with a one-line message for anything wrong with it.
     """
+    return load_graph(path, format, tag).plan
+
+
+def load_graph(path: Path | str, format: str | None = None, tag: str | None = None) -> PlanGraph:
+    """``load_plan``, handing back the :class:`PlanGraph` that validation built: what uses the
+    graph takes this one rather than building it again."""
     source = Source.read(Path(path), tag)
     if format is not None and format not in BY_NAME:
         known = ", ".join(FORMAT_NAMES)

@@ -1,10 +1,12 @@
 """The dependency graph of a validated plan: order, waves, chunks, conflicts, critical path.
 
-Phases are numbered 0..n-1 in written order; every answer is computed once and cached. Costs, with
-V phases, E dependency edges, F file references and w = 30 (bits per CPython int digit):
+Phases are numbered 0..n-1 in written order; their structure is a ``dag.Dag``, the kernel the
+scheduling policies use too, so what this graph says of order and waves is what they do. Every
+answer is computed once and kept. Costs, with V phases, E dependency edges, F file references and
+w = 30 (bits per CPython int digit):
 
 * topological orders, waves, critical path, remaining paths: O(V log V + E);
-* the order of a subset of k phases (``stable_order``): O(V + k log k) plus their edges;
+* the order of a subset of k phases (``stable_order``): O(k log k) plus their edges;
 * descendants, and the dependency cycle of a plan that has one: O(V + E), without recursion;
 * chunks and the execution profile: O(V + E + F) (union-find with path halving);
 * reachability (``may_run_concurrently``, conflicts, redundant dependencies): ancestor bitsets as
@@ -16,14 +18,14 @@ V phases, E dependency edges, F file references and w = 30 (bits per CPython int
 
 from __future__ import annotations
 
-import graphlib
-import heapq
+import copy
+import dataclasses
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
+from .dag import Dag, FileIndex, conflict_roots, file_index
 from .errors import location
 from .gc_pause import paused_gc
 from .model import Plan
@@ -31,13 +33,9 @@ from .ownership import (
     Chunk,
     Claims,
     Conflict,
-    FileIndex,
-    Reach,
     build_chunks,
-    chunk_roots,
     count_file_conflicts,
     file_conflicts,
-    file_index,
     phase_claims,
     wave_overlap,
 )
@@ -75,21 +73,22 @@ class PlanGraph:
         plan: Plan,
         durations: Mapping[str, float] | None = None,
         aliases: Mapping[str, str] | None = None,
+        *,
+        dag: Dag | None = None,
     ) -> None:
         """``aliases``: declared paths that lead, through symlinks, to other paths in the
-        project root (``paths.real_paths``): they are those paths to the file conflicts."""
+        project root (``paths.real_paths``): they are those paths to the file conflicts.
+        ``dag``: the structure of these phases' dependencies, where another graph of the plan
+        already built it."""
         self.plan = plan
         self._aliases = aliases or {}
+        self._given_durations = durations
         with paused_gc():  # a few lists and tuples per phase: see paused_gc
             self.ids: tuple[str, ...] = plan.ids
             self.index: dict[str, int] = {pid: i for i, pid in enumerate(self.ids)}
-            self.deps: list[tuple[int, ...]] = self._dep_indices()
-            succs: list[list[int]] = [[] for _ in self.ids]
-            for node, deps in enumerate(self.deps):
-                for dep in deps:
-                    succs[dep].append(node)
-            self.succs: list[tuple[int, ...]] = [tuple(s) for s in succs]
-        self._given_durations = durations
+            self.dag = dag if dag is not None else Dag.build(self.ids, self._dep_indices())
+        self.deps = self.dag.deps
+        self.succs = self.dag.succs
 
     def _dep_indices(self) -> list[tuple[int, ...]]:
         index, result = self.index, []
@@ -104,6 +103,20 @@ class PlanGraph:
                     f"phase {phase.id!r} depends on unknown phase {exc.args[0]!r}"
                 ) from None
         return result
+
+    def with_warnings(self, warnings: tuple[str, ...]) -> PlanGraph:
+        """This graph, its plan holding ``warnings``: nothing it computed depends on them, so
+        everything computed is kept."""
+        graph = copy.copy(self)
+        graph.plan = dataclasses.replace(self.plan, warnings=warnings)
+        return graph
+
+    def with_aliases(self, aliases: Mapping[str, str]) -> PlanGraph:
+        """This graph with other ``aliases``: the dependency structure is kept, the files'
+        answers are computed again."""
+        if dict(aliases) == dict(self._aliases):
+            return self
+        return PlanGraph(self.plan, self._given_durations, aliases, dag=self.dag)
 
     @cached_property
     def _durations(self) -> list[float]:
@@ -121,125 +134,64 @@ class PlanGraph:
 
     # -- order ---------------------------------------------------------------------------------
 
-    def _kahn(self, key: Sequence[Any] | Mapping[int, Any]) -> list[int]:
-        """Kahn's algorithm over the phases ``key`` ranks (a sequence ranks every phase, a mapping
-        the phases it holds) and the dependencies among them: among ready phases, the smallest
-        key goes first, then the one written first. O(V + k log k + E_k) for k phases and the
-        E_k dependencies from them."""
-        subset = key if isinstance(key, Mapping) else None
-        members = range(len(self.ids)) if subset is None else subset.keys()
-        missing = [0] * len(self.ids)
-        for node in members:
-            deps = self.deps[node]
-            missing[node] = len(deps) if subset is None else sum(1 for d in deps if d in subset)
-        ready = [(key[node], node) for node in members if missing[node] == 0]
-        heapq.heapify(ready)
-        order: list[int] = []
-        while ready:
-            node = heapq.heappop(ready)[1]
-            order.append(node)
-            for succ in self.succs[node]:
-                if subset is not None and succ not in subset:
-                    continue
-                missing[succ] -= 1
-                if missing[succ] == 0:
-                    heapq.heappush(ready, (key[succ], succ))
-        if len(order) != len(members):
-            raise ValueError("the plan has a dependency cycle; validate it first")
-        return order
-
-    @cached_property
-    def _order(self) -> list[int]:
-        if all(dep < node for node, deps in enumerate(self.deps) for dep in deps):
-            # every dependency written before its phase (the usual plan): the written order is
-            # already the answer, in O(V + E) instead of O(V log V)
-            return list(range(len(self.ids)))
-        return self._kahn([0] * len(self.ids))
-
     def dependency_cycle(self) -> list[str] | None:
         """A dependency cycle, or None. O(V + E), without recursion.
 
         The cycle starts at its phase written first and ends with it again; each phase is
         followed by one that depends on it (``[a, b, a]``: b depends on a, and a on b).
         """
-        sorter = graphlib.TopologicalSorter(dict(enumerate(self.deps)))
-        try:
-            sorter.prepare()
-        except graphlib.CycleError as error:
-            cycle: list[int] = error.args[1][:-1]  # graphlib repeats the first node at the end
-            first = cycle.index(min(cycle))
-            return [self.ids[node] for node in (*cycle[first:], *cycle[: first + 1])]
-        return None
+        cycle = self.dag.cycle()
+        return None if cycle is None else [self.ids[node] for node in cycle]
 
     def topological_order(self) -> list[str]:
         """Dependencies first; among ready phases, the one written first."""
-        return [self.ids[i] for i in self._order]
+        return [self.ids[i] for i in self.dag.order]
 
     def critical_order(self, durations: Mapping[str, float] | None = None) -> list[str]:
         """Dependencies first; among ready phases, the longest remaining path first."""
         remaining = (
-            self._remaining(self._duration_list(durations))
+            self.dag.remaining(self._duration_list(durations))
             if durations
             else self._remaining_default
         )
-        return [self.ids[i] for i in self._kahn([-value for value in remaining])]
+        return [self.ids[i] for i in self.dag.sort([-value for value in remaining])]
 
     def stable_order(self, ids: Iterable[str]) -> list[str]:
         """``ids`` reordered only where a phase would otherwise come before one of its
         dependencies among them: a topological order of the subset that keeps the given order
         wherever the dependencies allow it. Dependencies on phases outside ``ids`` are ignored."""
         position = {self.index[pid]: n for n, pid in enumerate(ids)}
-        return [self.ids[i] for i in self._kahn(position)]
+        return [self.ids[i] for i in self.dag.sort(position)]
+
+    def written_order(self, ids: Iterable[str]) -> list[str]:
+        """``ids`` in written order, moved only where a dependency among them must come first."""
+        nodes = [self.index[pid] for pid in ids]
+        return [self.ids[i] for i in self.dag.sort(dict(zip(nodes, nodes, strict=True)))]
 
     def descendants(self, ids: Iterable[str]) -> set[str]:
         """Every phase that depends on one of ``ids``, directly or through others. O(V + E)."""
-        seen: set[int] = set()
-        stack = [self.index[pid] for pid in ids if pid in self.index]
-        while stack:
-            for succ in self.succs[stack.pop()]:
-                if succ not in seen:
-                    seen.add(succ)
-                    stack.append(succ)
-        return {self.ids[node] for node in seen}
+        nodes = self.dag.descendants(self.index[pid] for pid in ids if pid in self.index)
+        return {self.ids[node] for node in nodes}
 
     # -- waves ---------------------------------------------------------------------------------
 
-    @cached_property
-    def _depth(self) -> list[int]:
-        depth = [1] * len(self.ids)
-        for node in self._order:
-            for dep in self.deps[node]:
-                depth[node] = max(depth[node], depth[dep] + 1)
-        return depth
-
     def wave(self, phase_id: str) -> int:
         """1-based: wave 1 holds the phases without dependencies."""
-        return self._depth[self.index[phase_id]]
+        return self.dag.depth[self.index[phase_id]] + 1
 
     def waves(self) -> list[list[str]]:
         """Phase ids per wave, in written order."""
-        return [[self.ids[i] for i in wave] for wave in self._wave_members]
-
-    @cached_property
-    def _wave_members(self) -> list[list[int]]:
-        members: list[list[int]] = [[] for _ in range(max(self._depth, default=0))]
-        for node, depth in enumerate(self._depth):
-            members[depth - 1].append(node)
-        return members
+        return [[self.ids[i] for i in wave] for wave in self.dag.waves]
 
     # -- reachability --------------------------------------------------------------------------
 
-    @cached_property
-    def _reach(self) -> Reach:
-        return Reach.build(self._order, self.deps)
-
     def depends_on(self, phase_id: str, other_id: str) -> bool:
         """Whether ``phase_id`` transitively depends on ``other_id``."""
-        return self._reach.precedes(self.index[other_id], self.index[phase_id])
+        return self.dag.reach.precedes(self.index[other_id], self.index[phase_id])
 
     def may_run_concurrently(self, a: str, b: str) -> bool:
         """Neither phase transitively depends on the other. O(V / w) after the bitsets are built."""
-        return self._reach.concurrent(self.index[a], self.index[b])
+        return self.dag.reach.concurrent(self.index[a], self.index[b])
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -259,7 +211,7 @@ class PlanGraph:
     def iter_conflicts(self) -> Iterator[Conflict]:
         """Write/write and read/write overlaps between phases that may run at the same time."""
         for path in self._file_index:
-            yield from file_conflicts(path, self._file_index, self._reach, self.ids)
+            yield from file_conflicts(path, self._file_index, self.dag.reach, self.ids)
 
     def conflicts(self) -> list[Conflict]:
         return list(self.iter_conflicts())
@@ -274,15 +226,15 @@ class PlanGraph:
             found.update(writers, readers)
         for path in reads:
             found.update(self._file_index[path][0])
-        return frozenset(self.ids[i] for i in found if self._reach.concurrent(node, i))
+        return frozenset(self.ids[i] for i in found if self.dag.reach.concurrent(node, i))
 
     @cached_property
     def _chunk_roots(self) -> list[int]:
-        return chunk_roots(self._file_index, self._depth)
+        return conflict_roots(self._file_index, self.dag.depth)
 
     @cached_property
     def _chunks(self) -> list[list[Chunk]]:
-        return build_chunks(self.plan.phases, self.deps, self._wave_members, self._chunk_roots)
+        return build_chunks(self.plan.phases, self.deps, self.dag.waves, self._chunk_roots)
 
     def chunks(self) -> list[list[Chunk]]:
         """The chunks of each wave; ``chunks()[0]`` is wave 1."""
@@ -293,16 +245,9 @@ class PlanGraph:
     def duration(self, phase_id: str) -> float:
         return self._durations[self.index[phase_id]]
 
-    def _remaining(self, durations: list[float]) -> list[float]:
-        remaining = list(durations)
-        for node in reversed(self._order):
-            if self.succs[node]:
-                remaining[node] += max(remaining[s] for s in self.succs[node])
-        return remaining
-
     @cached_property
     def _remaining_default(self) -> list[float]:
-        return self._remaining(self._durations)
+        return self.dag.remaining(self._durations)
 
     def remaining_path(self, phase_id: str) -> float:
         """Longest total duration from this phase (included) to the end of the plan."""
@@ -310,7 +255,7 @@ class PlanGraph:
 
     def remaining_paths(self, durations: Mapping[str, float] | None = None) -> dict[str, float]:
         values = (
-            self._remaining(self._duration_list(durations))
+            self.dag.remaining(self._duration_list(durations))
             if durations
             else self._remaining_default
         )
@@ -319,20 +264,7 @@ class PlanGraph:
     def critical_path(self, durations: Mapping[str, float] | None = None) -> list[str]:
         """A dependency path with the largest total duration; ties go to the earliest written."""
         cost = self._duration_list(durations) if durations else self._durations
-        if not cost:
-            return []
-        best = list(cost)
-        previous: list[int | None] = [None] * len(cost)
-        for node in self._order:
-            for dep in self.deps[node]:
-                if previous[node] is None or best[dep] + cost[node] > best[node]:
-                    best[node], previous[node] = best[dep] + cost[node], dep
-        node_or_none: int | None = max(range(len(cost)), key=lambda i: (best[i], -i))
-        path: list[int] = []
-        while node_or_none is not None:
-            path.append(node_or_none)
-            node_or_none = previous[node_or_none]
-        return [self.ids[i] for i in reversed(path)]
+        return [self.ids[i] for i in self.dag.longest_path(cost)]
 
     def path_duration(self, path: list[str]) -> float:
         return sum(self.duration(pid) for pid in path)
@@ -343,15 +275,13 @@ class PlanGraph:
     def _lanes(self) -> list[int]:
         """Per wave: how many phases can run at once, one per chunk holding a parallel phase."""
         phases, roots = self.plan.phases, self._chunk_roots
-        return [
-            len({roots[i] for i in nodes if phases[i].parallel}) for nodes in self._wave_members
-        ]
+        return [len({roots[i] for i in nodes if phases[i].parallel}) for nodes in self.dag.waves]
 
     def profile(self) -> Profile:
         phases = self.plan.phases
         eligible = sum(
             sum(1 for i in nodes if phases[i].parallel)
-            for nodes, lanes in zip(self._wave_members, self._lanes, strict=True)
+            for nodes, lanes in zip(self.dag.waves, self._lanes, strict=True)
             if lanes >= 2
         )
         return Profile(
@@ -371,7 +301,7 @@ class PlanGraph:
     def redundant_dependencies(self) -> list[tuple[str, str, str]]:
         """(phase, dependency, through): the dependency is implied through another direct one."""
         found = []
-        position, ancestors = self._reach.position, self._reach.ancestors
+        position, ancestors = self.dag.reach.position, self.dag.reach.ancestors
         for node, deps in enumerate(self.deps):
             if len(deps) < 2:
                 continue
@@ -416,7 +346,7 @@ class PlanGraph:
         hidden = 0
         for path in self._file_index:
             shown = 0
-            for conflict in file_conflicts(path, self._file_index, self._reach, self.ids):
+            for conflict in file_conflicts(path, self._file_index, self.dag.reach, self.ids):
                 key = (conflict.writer, conflict.other)
                 key = min(key, key[::-1], key=lambda pair: self.index[pair[0]])
                 if key not in pairs and len(pairs) >= MAX_LISTED_WARNINGS:
@@ -425,7 +355,7 @@ class PlanGraph:
                 shown += 1
             if len(pairs) >= MAX_LISTED_WARNINGS:
                 # counted, not built: a file that every phase writes makes V² / 2 conflicts
-                hidden += count_file_conflicts(path, self._file_index, self._reach) - shown
+                hidden += count_file_conflicts(path, self._file_index, self.dag.reach) - shown
         lines = [self._overlap_line(key, found) for key, found in pairs.items()]
         if hidden:
             lines.append(

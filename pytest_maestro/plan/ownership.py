@@ -1,7 +1,8 @@
 """File ownership over the dependency graph: conflicts between concurrent phases, chunks per wave.
 
-Everything here works from a per-file index (path -> writers, readers), so two phases are compared
-only when they touch one file. Phases are numbers 0..n-1 in written order, as in ``PlanGraph``.
+Everything here works from a per-file index (path -> writers, readers; ``dag.file_index``), so two
+phases are compared only when they touch one file. Phases are numbers 0..n-1 in written order, as
+in ``PlanGraph`` and its ``Dag``.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .dag import FileIndex, Reach, conflict_groups
 from .model import Phase
 from .paths import claim_keys
-
-# path -> (phases that write it, phases that only read it), each in written order
-FileIndex = dict[str, tuple[list[int], list[int]]]
 
 
 @dataclass(frozen=True)
@@ -48,54 +47,6 @@ class Chunk:
     depends_on: tuple[str, ...]  # labels of earlier chunks holding a direct dependency
 
 
-@dataclass(frozen=True)
-class Reach:
-    """Ancestor bitsets: bit p of ``ancestors[v]`` is set when the phase at topological position
-    p is a transitive dependency of v. A query is a shift of a V-bit int: O(V / 30) digits."""
-
-    order: Sequence[int]  # topological position -> phase
-    position: Sequence[int]  # phase -> topological position
-    ancestors: Sequence[int]
-
-    @classmethod
-    def build(cls, order: Sequence[int], deps: Sequence[Sequence[int]]) -> Reach:
-        position = [0] * len(order)
-        for pos, node in enumerate(order):
-            position[node] = pos
-        ancestors = [0] * len(order)
-        for node in order:
-            bits = 0
-            for dep in deps[node]:
-                bits |= ancestors[dep] | (1 << position[dep])
-            ancestors[node] = bits
-        return cls(order, position, ancestors)
-
-    def precedes(self, first: int, second: int) -> bool:
-        """Whether ``second`` transitively depends on ``first``."""
-        return bool(self.ancestors[second] >> self.position[first] & 1)
-
-    def concurrent(self, a: int, b: int) -> bool:
-        return a != b and not self.precedes(a, b) and not self.precedes(b, a)
-
-    def mask(self, nodes: Sequence[int]) -> int:
-        bits = 0
-        for node in nodes:
-            bits |= 1 << self.position[node]
-        return bits
-
-    def concurrent_mask(self, node: int, mask: int) -> int:
-        """The phases of ``mask`` placed before ``node`` in topological order that are not its
-        ancestors: exactly the earlier ones that may run at the same time as ``node``."""
-        return mask & ((1 << self.position[node]) - 1) & ~self.ancestors[node]
-
-    def concurrent_before(self, node: int, mask: int) -> Iterator[int]:
-        candidates = self.concurrent_mask(node, mask)
-        while candidates:
-            low = candidates & -candidates
-            yield self.order[low.bit_length() - 1]
-            candidates ^= low
-
-
 # What a phase claims: the keys of the files it writes, and of those it only reads, in order.
 Claims = tuple[tuple[str, ...], tuple[str, ...]]
 
@@ -112,16 +63,6 @@ def phase_claims(phases: Sequence[Phase], aliases: Mapping[str, str]) -> list[Cl
         reads = tuple(dict.fromkeys(keys[path] for path in phase.reads))
         claims.append((writes, tuple(key for key in reads if key not in writes)))
     return claims
-
-
-def file_index(claims: Sequence[Claims]) -> FileIndex:
-    index: FileIndex = {}
-    for node, (writes, reads) in enumerate(claims):
-        for path in writes:
-            index.setdefault(path, ([], []))[0].append(node)
-        for path in reads:  # a phase that writes a file is its writer, not a reader
-            index.setdefault(path, ([], []))[1].append(node)
-    return index
 
 
 def file_conflicts(
@@ -157,27 +98,6 @@ def count_file_conflicts(path: str, index: FileIndex, reach: Reach) -> int:
     return count + sum(reach.concurrent_mask(node, writer_mask).bit_count() for node in readers)
 
 
-def chunk_roots(index: FileIndex, depth: Sequence[int]) -> list[int]:
-    """Union-find within each wave: the writers of a file merge, and its readers with a writer."""
-    parent = list(range(len(depth)))
-
-    def find(node: int) -> int:
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]  # path halving keeps the trees flat
-            node = parent[node]
-        return node
-
-    for writers, readers in index.values():
-        first_writer: dict[int, int] = {}
-        for node in writers:
-            anchor = first_writer.setdefault(depth[node], node)
-            parent[find(node)] = find(anchor)
-        for node in readers:
-            if depth[node] in first_writer:
-                parent[find(node)] = find(first_writer[depth[node]])
-    return [find(node) for node in range(len(depth))]
-
-
 def build_chunks(
     phases: Sequence[Phase],
     deps: Sequence[Sequence[int]],
@@ -188,15 +108,12 @@ def build_chunks(
     label_of: dict[int, str] = {}
     result: list[list[Chunk]] = []
     for wave, nodes in enumerate(wave_members, start=1):
-        groups: dict[int, list[int]] = {}
-        for node in nodes:
-            groups.setdefault(roots[node], []).append(node)
         chunks = []
-        for root, group in groups.items():
-            label_of[root] = chunk_label(len(label_of))
+        for group in conflict_groups(nodes, roots):
+            label = label_of[roots[group[0]]] = chunk_label(len(label_of))
             # dependencies sit in earlier waves, whose chunks already have labels
             depends = {label_of[roots[dep]] for node in group for dep in deps[node]}
-            chunks.append(_chunk(wave, label_of[root], [phases[i] for i in group], depends))
+            chunks.append(_chunk(wave, label, [phases[i] for i in group], depends))
         result.append(chunks)
     return result
 

@@ -28,8 +28,9 @@ def check_phase_count(count: int, path: Path | str) -> None:
         )
 
 
-def validate(plan: Plan) -> Plan:
-    """Raise ``PlanError`` for the first error; return the plan with its warnings attached."""
+def validate(plan: Plan) -> PlanGraph:
+    """Raise ``PlanError`` for the first error; return the graph of the plan, the plan (its
+    ``plan``) with its warnings attached."""
     if not plan.phases:
         raise PlanError("no phases found", plan.path)
     for name, text in (
@@ -66,8 +67,7 @@ def validate(plan: Plan) -> Plan:
     graph = PlanGraph(plan)
     if not backwards:  # dependencies that all point backwards cannot form a cycle
         _check_cycles(plan, graph)
-    warnings = (*plan.warnings, *graph.warnings())
-    return dataclasses.replace(plan, warnings=warnings)
+    return graph.with_warnings((*plan.warnings, *graph.warnings()))
 
 
 # A phase's numbers: what each must be (``numbers.py`` states why these maxima).

@@ -4,30 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from ..plan import Plan
 from ..plan.graph import PlanGraph
 
 _FAILED = frozenset({"failed", "blocked"})
 
 
 def breaker_verdict(
-    plan: Plan | PlanGraph,
+    graph: PlanGraph,
     selected: Collection[str],
     outcomes: Mapping[str, str],
     threshold: float,
 ) -> str | None:
     """The reason to stop, or None: more than 3 phases, and at least ``threshold`` of the pending
-    ones can no longer run because a phase they depend on failed or was blocked.
-
-    Pass the plan's :class:`PlanGraph` where one is at hand: building it costs O(V + E).
-    """
+    ones can no longer run because a phase they depend on failed or was blocked."""
     if threshold <= 0 or len(selected) <= 3:
         return None
     failed = _failed(outcomes)
     pending = {pid for pid in selected if pid not in outcomes}
     if not failed or not pending:
         return None
-    doomed = _graph(plan).descendants(failed) & pending
+    doomed = graph.descendants(failed) & pending
     if len(doomed) < threshold * len(pending) or doomed == pending:
         return None  # below the threshold, or stopping would spare nothing that could run
     names = ", ".join(repr(pid) for pid in failed)
@@ -37,14 +33,10 @@ def breaker_verdict(
     )
 
 
-def doomed_by_failures(plan: Plan | PlanGraph, outcomes: Mapping[str, str]) -> set[str]:
+def doomed_by_failures(graph: PlanGraph, outcomes: Mapping[str, str]) -> set[str]:
     """Every phase that depends, directly or not, on one that failed or was blocked."""
-    return _graph(plan).descendants(_failed(outcomes))
+    return graph.descendants(_failed(outcomes))
 
 
 def _failed(outcomes: Mapping[str, str]) -> list[str]:
     return [pid for pid, status in outcomes.items() if status in _FAILED]
-
-
-def _graph(plan: Plan | PlanGraph) -> PlanGraph:
-    return plan if isinstance(plan, PlanGraph) else PlanGraph(plan)

@@ -23,7 +23,7 @@ from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
 from ..phase.prompt import DependencyResult, PromptContext, build_prompt
 from ..phase.runner import PhaseRunner, RunConfig
-from ..plan import Phase, Plan
+from ..plan import Phase
 from ..plan.errors import location
 from ..plan.graph import PlanGraph
 from ..plan.paths import real_paths
@@ -50,7 +50,7 @@ class Orchestrator:
     def __init__(
         self,
         settings: Settings,
-        plan: Plan,
+        graph: PlanGraph,
         root: Path,
         *,
         agent_dirs: Iterable[Path],
@@ -59,19 +59,18 @@ class Orchestrator:
         durations: dict[str, float] | None = None,
     ) -> None:
         self.settings = settings
-        self.plan = plan
+        self.plan = plan = graph.plan
         self.plan_path = plan.path.resolve()
         self.root = root
         # Symlinks inside the root resolved: two names of one file are one to the scheduler.
         declared = (path for phase in plan.phases for path in (*phase.files.all(), *phase.reads))
-        self.graph = PlanGraph(plan, aliases=real_paths(root, declared))
+        self.graph = graph.with_aliases(real_paths(root, declared))
         self.state_dir = root / settings.state_dir
         self.log_dir = self.state_dir / "logs"
         self.paths = SessionPaths.for_plan(self.state_dir, plan, root)  # the session's files
         self.agents = AgentRegistry.load(_unique(agent_dirs))
         self.runtimes = dict(runtimes)
         self.run = RunState(
-            plan,
             self.graph,
             decides=decides,
             durations=durations,

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..phase.facts import PhaseFacts, SkipKind, SkipReason
-from ..plan import Plan
 from ..plan.graph import PlanGraph
-from ..scheduling.ordering import stable_topological
 from ..state.model import Status
 from .breaker import breaker_verdict, doomed_by_failures
 
@@ -22,21 +20,20 @@ DEFAULT_DURATION = 1.0  # seconds, for a phase never measured nor estimated
 class RunState:
     def __init__(
         self,
-        plan: Plan,
         graph: PlanGraph,
         *,
         decides: bool = True,
         durations: Mapping[str, float] | None = None,
         breaker_threshold: float = 0.0,
     ) -> None:
-        self.plan = plan
         self.graph = graph
+        self.plan = graph.plan
         # Only the controller (or the one process without xdist) decides; a worker runs what
         # it is sent, trusting the controller that sent it.
         self.decides = decides
         self.breaker_threshold = breaker_threshold
         self.outcomes: dict[str, Status] = {}  # phase id -> status in this run
-        self.selected: frozenset[str] = frozenset(plan.ids)
+        self.selected: frozenset[str] = frozenset(graph.ids)
         self.earlier: dict[str, str] = {}  # phase id -> when it completed in an earlier run
         # Seconds each phase took when it last completed (pytest's cache keeps them across runs).
         self.durations: dict[str, float] = dict(durations or {})
@@ -63,12 +60,11 @@ class RunState:
 
     def topological(self, ids: Iterable[str]) -> list[str]:
         """``ids`` in written order, moved only where a dependency must come first."""
-        position = {pid: n for n, pid in enumerate(self.plan.ids)}
-        return stable_topological(sorted(ids, key=position.__getitem__), self.plan)
+        return self.graph.written_order(ids)
 
     def keep_order(self, ids: list[str]) -> list[str]:
         """``ids`` in the given order (pytest's, e.g. ``--ff``) where dependencies allow it."""
-        return stable_topological(ids, self.plan)
+        return self.graph.stable_order(ids)
 
     def duration(self, phase_id: str) -> float:
         """Expected seconds: the plan's estimate, else the last measured run, else 1."""
@@ -129,11 +125,11 @@ class RunState:
         """The reason to stop the session now, or None; remembered once given."""
         if self.stop_reason is None:
             self.stop_reason = breaker_verdict(
-                self.plan, self.selected, self.outcomes, self.breaker_threshold
+                self.graph, self.selected, self.outcomes, self.breaker_threshold
             )
         return self.stop_reason
 
     def doomed(self) -> list[str]:
         """Selected phases that failures doomed and that nothing has reported yet, in order."""
-        doomed = doomed_by_failures(self.plan, self.outcomes) & self.selected
+        doomed = doomed_by_failures(self.graph, self.outcomes) & self.selected
         return self.topological(doomed - self.outcomes.keys())

@@ -1,2 +1,2 @@
-"""The pure scheduling core: which phase starts now (``Policy``), a simulator that drives it, and
-dependency order over a subset of phases. No processes, no clock."""
+"""The pure scheduling core: which phase starts now (``Policy``), the jobs it schedules over the
+DAG kernel, and a simulator that drives it. No processes, no clock."""

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Set
 from typing import Protocol
 
+from .jobs import Job, JobGraph, WaveLayout
 
-@dataclass(frozen=True)
-class Job:
-    id: str
-    deps: frozenset[str]  # ids of jobs that must finish (successfully) first
-    writes: frozenset[str]  # files created/modified/deleted
-    reads: frozenset[str]
-    exclusive: bool = False  # runs with nothing beside it (a phase with parallel: false)
-    duration: float = 1.0  # estimate in seconds, for priority only
+__all__ = ["DagPolicy", "Job", "Policy", "WavePolicy"]
 
 
 class Policy(Protocol):
@@ -42,67 +35,13 @@ class Policy(Protocol):
     def done(self) -> bool: ...
 
 
-class _Graph:
-    """Jobs by id in written order; dependencies restricted to the set; a topological order."""
-
-    def __init__(self, jobs: Iterable[Job]) -> None:
-        self.jobs: dict[str, Job] = {}
-        for job in jobs:
-            if job.id in self.jobs:
-                raise ValueError(f"duplicate job id {job.id!r}")
-            self.jobs[job.id] = job
-        self.order = {job_id: index for index, job_id in enumerate(self.jobs)}
-        # A dependency outside the set was deselected or completed earlier: it counts as satisfied.
-        self.deps = {
-            job.id: sorted(
-                (dep for dep in job.deps if dep in self.jobs), key=self.order.__getitem__
-            )
-            for job in self.jobs.values()
-        }
-        self.dependents: dict[str, list[str]] = {job_id: [] for job_id in self.jobs}
-        for job_id, deps in self.deps.items():
-            for dep in deps:
-                self.dependents[dep].append(job_id)
-        self.topo = self._topological_order()
-
-    def _topological_order(self) -> list[str]:
-        waiting = {job_id: len(deps) for job_id, deps in self.deps.items()}
-        queue = deque(job_id for job_id, count in waiting.items() if count == 0)
-        topo: list[str] = []
-        while queue:
-            job_id = queue.popleft()
-            topo.append(job_id)
-            for dependent in self.dependents[job_id]:
-                waiting[dependent] -= 1
-                if waiting[dependent] == 0:
-                    queue.append(dependent)
-        if len(topo) < len(self.jobs):
-            stuck = [job_id for job_id, count in waiting.items() if count > 0]
-            raise ValueError("dependency cycle among: " + ", ".join(stuck[:10]))
-        return topo
-
-    def remaining_paths(self) -> dict[str, float]:
-        """Per job: its duration plus the longest chain of durations of its dependents."""
-        tail: dict[str, float] = {}
-        for job_id in reversed(self.topo):
-            after = max((tail[dep] for dep in self.dependents[job_id]), default=0.0)
-            tail[job_id] = self.jobs[job_id].duration + after
-        return tail
-
-    def depths(self) -> dict[str, int]:
-        depth: dict[str, int] = {}
-        for job_id in self.topo:
-            depth[job_id] = 1 + max((depth[dep] for dep in self.deps[job_id]), default=-1)
-        return depth
-
-
 class _Ledger:
     """Bookkeeping shared by the policies: states, validation and transitive doom."""
 
     def __init__(self, jobs: Iterable[Job], max_running: int) -> None:
         if max_running < 1:
             raise ValueError(f"max_running must be at least 1, got {max_running}")
-        self._graph = _Graph(jobs)
+        self._graph = JobGraph(jobs)
         self._max_running = max_running
         self._pending: set[str] = set(self._graph.jobs)
         self._running: set[str] = set()
@@ -198,8 +137,10 @@ class DagPolicy(_Ledger):
         super().__init__(jobs, max_running)
         graph = self._graph
         paths = graph.remaining_paths()
-        self._key = {job_id: (-paths[job_id], graph.order[job_id], job_id) for job_id in graph.jobs}
-        self._unmet = {job_id: len(deps) for job_id, deps in graph.deps.items()}
+        self._key = {job_id: (-paths[n], n, job_id) for n, job_id in enumerate(graph.ids)}
+        self._unmet = {
+            job_id: len(deps) for job_id, deps in zip(graph.ids, graph.dag.deps, strict=True)
+        }
         self._ready: list[tuple[float, int, str]] = []
         self._ready_exclusive: list[tuple[float, int, str]] = []
         for job_id, unmet in self._unmet.items():
@@ -296,33 +237,6 @@ class DagPolicy(_Ledger):
         self._waiting_exclusive.discard(job_id)
 
 
-def _conflict_groups(jobs: Sequence[Job]) -> list[list[str]]:
-    """Group jobs whose files conflict (transitively) into chunks, in written order."""
-    parent = {job.id: job.id for job in jobs}
-
-    def root(job_id: str) -> str:
-        while parent[job_id] != job_id:
-            parent[job_id] = parent[parent[job_id]]
-            job_id = parent[job_id]
-        return job_id
-
-    writers: dict[str, list[str]] = {}
-    readers: dict[str, list[str]] = {}
-    for job in jobs:
-        for path in job.writes:
-            writers.setdefault(path, []).append(job.id)
-        for path in job.reads:
-            readers.setdefault(path, []).append(job.id)
-    for path, writing in writers.items():
-        first = root(writing[0])
-        for other in writing[1:] + readers.get(path, []):
-            parent[root(other)] = first
-    grouped: dict[str, list[str]] = {}
-    for job in jobs:
-        grouped.setdefault(root(job.id), []).append(job.id)
-    return list(grouped.values())
-
-
 class WavePolicy(_Ledger):
     """The strategy of wave-based orchestrators (a barrier per wave), for comparison.
 
@@ -334,20 +248,15 @@ class WavePolicy(_Ledger):
 
     def __init__(self, jobs: Iterable[Job], max_running: int) -> None:
         super().__init__(jobs, max_running)
-        graph = self._graph
-        depth = graph.depths()
-        waves: list[list[Job]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-        for job_id, job in graph.jobs.items():
-            waves[depth[job_id]].append(job)
-        self._wave_of = depth
+        self.layout = WaveLayout.of(self._graph)
+        waves = self.layout.waves
+        self._wave_of = {job_id: n for n, wave in enumerate(waves) for job_id in wave}
         self._left = [len(wave) for wave in waves]  # pending or running jobs per wave
-        self._wave_solo = [[job.id for job in wave if job.exclusive] for wave in waves]
         self._chunks: list[deque[str]] = []
         self._wave_chunks: list[list[int]] = []
-        for wave in waves:
-            shared = [job for job in wave if not job.exclusive]
+        for chunks in self.layout.chunks:
             first = len(self._chunks)
-            self._chunks.extend(deque(chunk) for chunk in _conflict_groups(shared))
+            self._chunks.extend(deque(chunk) for chunk in chunks)
             self._wave_chunks.append(list(range(first, len(self._chunks))))
         self._chunk_of = {job_id: c for c, chunk in enumerate(self._chunks) for job_id in chunk}
         self._wave = -1
@@ -415,7 +324,7 @@ class WavePolicy(_Ledger):
                 self._open(self._wave)
 
     def _open(self, wave: int) -> None:
-        self._solo = deque(self._wave_solo[wave])
+        self._solo = deque(self.layout.solo[wave])
         self._resume.clear()
         jobs = self._graph.jobs
         self._idle = [

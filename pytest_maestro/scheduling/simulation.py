@@ -10,9 +10,10 @@ import heapq
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-# _Graph is the policies' own view of the jobs; the bound uses it so it prunes dependencies and
+# JobGraph is the policies' own view of the jobs; the bound uses it so it prunes dependencies and
 # rejects duplicates and cycles exactly as the policies do.
-from .policy import Job, Policy, _Graph
+from .jobs import Job, JobGraph
+from .policy import Policy
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,7 @@ def lower_bound(jobs: Sequence[Job], workers: int) -> float:
     The longest dependency chain; exclusive work plus the other work spread evenly (which is at
     least total work / workers); the work of all jobs writing one file, which never overlap.
     """
-    graph = _Graph(jobs)
-    chain = max(graph.remaining_paths().values(), default=0.0)
+    chain = max(JobGraph(jobs).remaining_paths(), default=0.0)
     alone = sum(job.duration for job in jobs if job.exclusive)
     shared = sum(job.duration for job in jobs if not job.exclusive)
     per_file: dict[str, float] = {}
