@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .model import PhaseError, PhaseState, Status, Tokens
+
+_ENDS = (Status.COMPLETED, Status.FAILED, Status.BLOCKED)
 
 
 @dataclass(frozen=True)
@@ -39,26 +41,33 @@ def journal_facts(
     """The facts of a move of ``phase`` to ``status`` at ``at``, as the journal stores them: only
     those it says, and those the store fills in. An error without a time or an agent gets the
     move's: ``at``, and the change's agent, else the phase's first."""
-    if status is Status.IN_PROGRESS and change.started is None:
-        change = replace(change, started=at)
-    elif status in (Status.COMPLETED, Status.FAILED, Status.BLOCKED) and change.completed is None:
-        change = replace(change, completed=at)
-    facts: dict[str, Any] = {}
-    for key in ("started", "completed", "attempts", "worker", "agent"):
-        value = getattr(change, key)
-        if value is not None:
-            facts[key] = value
+    started, completed = change.started, change.completed
+    if status is Status.IN_PROGRESS and started is None:
+        started = at
+    elif status in _ENDS and completed is None:
+        completed = at
+    scalars = (
+        ("started", started),
+        ("completed", completed),
+        ("attempts", change.attempts),
+        ("worker", change.worker),
+        ("agent", change.agent),
+    )
+    facts: dict[str, Any] = {key: value for key, value in scalars if value is not None}
     if change.result is not None or status is Status.SKIPPED:
         facts["result"] = change.result
     if change.errors:
         agent = change.agent or (phase.agents[0] if phase.agents else "")
         facts["errors"] = [
-            replace(e, timestamp=e.timestamp or at, agent=e.agent or agent).to_dict()
+            dict(e.to_dict(), agent=e.agent or agent, timestamp=e.timestamp or at)
             for e in change.errors
         ]
-    for key in ("files_created", "files_modified", "files_deleted"):
-        if getattr(change, key):
-            facts[key] = list(getattr(change, key))
+    files = (
+        ("files_created", change.files_created),
+        ("files_modified", change.files_modified),
+        ("files_deleted", change.files_deleted),
+    )
+    facts.update((key, list(paths)) for key, paths in files if paths)
     if change.downstream_context is not None:
         facts["downstream_context"] = dict(change.downstream_context)
     if change.tokens is not None:
