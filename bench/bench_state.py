@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_maestro.plan.model import Files, Phase, Plan
-from pytest_maestro.state import SessionStore, Status
+from pytest_maestro.state import PhaseChange, PhaseError, SessionStore, Status, Tokens
 from pytest_maestro.state import store as store_module
 from pytest_maestro.views.markdown_report import session_report
 
@@ -54,16 +54,17 @@ def step(store: SessionStore, plan: Plan, i: int) -> float:
     running = store.last_status(pid) is Status.IN_PROGRESS
     start = time.perf_counter()
     if running:
-        store.record(
-            pid,
-            Status.FAILED,
+        error = PhaseError(agent="", timestamp="", type="validation", message="pytest -q: exit 1")
+        change = PhaseChange(
             result="2 of 5 acceptance checks failed",
-            errors=[{"type": "validation", "message": "pytest -q: exit 1"}],
-            tokens={"input": 1200, "output": 300},
+            errors=(error,),
+            tokens=Tokens(input=1200, output=300),
         )
+        store.record(pid, Status.FAILED, change)
     else:
         attempts = i // len(plan.phases) + 1
-        store.record(pid, Status.IN_PROGRESS, durable=False, attempts=attempts, worker="gw0")
+        change = PhaseChange(attempts=attempts, worker="gw0")
+        store.record(pid, Status.IN_PROGRESS, change, durable=False)
     return time.perf_counter() - start
 
 

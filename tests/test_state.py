@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from pytest_maestro.plan.model import Files, Phase, Plan
 from pytest_maestro.state import (
     Interrupted,
     InvalidTransition,
+    PhaseChange,
+    PhaseError,
     SessionBusy,
     SessionCorrupt,
     SessionPaths,
@@ -76,10 +78,17 @@ def open_store(root: Path, plan: Plan | None = None, **options: bool) -> Session
     return SessionStore.open(root / ".maestro", plan or demo_plan(), root, **options)
 
 
+def error(
+    message: str, kind: str = "error", *, agent: str = "", resolution: str = "pending"
+) -> PhaseError:
+    """An error as a move says it: the store stamps a blank time and agent."""
+    return PhaseError(agent, "", kind, message, resolution)
+
+
 def complete(store: SessionStore, *ids: str) -> None:
     for pid in ids:
-        store.record(pid, Status.IN_PROGRESS, attempts=1)
-        store.record(pid, Status.COMPLETED, result=f"{pid} done")
+        store.record(pid, Status.IN_PROGRESS, PhaseChange(attempts=1))
+        store.record(pid, Status.COMPLETED, PhaseChange(result=f"{pid} done"))
 
 
 def frontmatter(path: Path) -> dict[str, Any]:
@@ -101,6 +110,7 @@ def journal_lines(path: Path) -> list[bytes]:
 def child(root: Path, code: str, **popen: object) -> subprocess.Popen[str]:
     """A second Python process running ``code`` on the demo plan in ``root``."""
     prelude = "import os, sys, signal, time\nfrom pathlib import Path\n"
+    prelude += "from pytest_maestro.state import PhaseChange, Tokens\n"
     prelude += "from tests.test_state import demo_plan, open_store, complete\n"
     prelude += "root = Path(sys.argv[1])\n"
     env = {
@@ -128,27 +138,22 @@ def run_child(root: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 def test_round_trip_keeps_every_fact(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        store.record("a", "in_progress", attempts=1, worker="gw1")
+        store.record("a", "in_progress", PhaseChange(attempts=1, worker="gw1"))
         store.record(
             "a",
             "completed",
-            tokens={"input": 100, "output": 20, "cached": 5, "cost": 0.25},
-            attempts=2,
-            files_created=["src/a.py"],
-            files_modified=["README.md"],
-            result="line one\n  indented: yes\nüñí 'quotes' \"too\"\n",
-            downstream_context={"key_interfaces_introduced": ["A()"], "warnings": []},
-            errors=[
-                {
-                    "agent": "coder",
-                    "type": "validation",
-                    "message": "1 failing",
-                    "resolution": "retry",
-                }
-            ],
+            PhaseChange(
+                tokens=Tokens(input=100, output=20, cached=5, cost=0.25),
+                attempts=2,
+                files_created=("src/a.py",),
+                files_modified=("README.md",),
+                result="line one\n  indented: yes\nüñí 'quotes' \"too\"\n",
+                downstream_context={"key_interfaces_introduced": ["A()"], "warnings": []},
+                errors=(error("1 failing", "validation", agent="coder", resolution="retry"),),
+            ),
         )
         store.record("b", "in_progress")
-        store.record("b", "failed", result="exit 1")
+        store.record("b", "failed", PhaseChange(result="exit 1"))
         store.record("c", "skipped")
         recorded = store.phases()
     assert read_session(store.path).phases == {p.id: p for p in recorded}
@@ -161,8 +166,8 @@ def test_round_trip_keeps_every_fact(tmp_path: Path) -> None:
 def test_frontmatter_has_maestro_fields_and_subsecond_times(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         complete(store, "a")
-        store.record("b", "in_progress", worker="gw0")
-        store.record("b", "failed", errors=[{"type": "runtime", "message": "boom"}])
+        store.record("b", "in_progress", PhaseChange(worker="gw0"))
+        store.record("b", "failed", PhaseChange(errors=(error("boom", "runtime"),)))
     data = frontmatter(store.path)
     assert list(data)[:6] == ["session_id", "task", "plan", "created", "updated", "status"]
     assert data["task"] == "Demo"
@@ -210,7 +215,9 @@ def test_body_is_a_readable_log_with_the_run_report(tmp_path: Path) -> None:
     with store:
         complete(store, "a")
         store.record("b", "in_progress")
-        store.record("b", "failed", files_created=["src/b.py"], result="2 checks failed")
+        store.record(
+            "b", "failed", PhaseChange(files_created=("src/b.py",), result="2 checks failed")
+        )
     text = body(store.path)
     assert "```mermaid\nflowchart TD\n" in text
     assert re.search(r'p0_a\["a: Models"\]:::completed', text)
@@ -330,15 +337,67 @@ def test_invalid_transitions_raise_and_change_nothing(
         assert store.paths.journal.read_bytes() == journal
 
 
-def test_wrong_status_fact_or_phase_is_a_clear_error(tmp_path: Path) -> None:
+def test_wrong_status_or_phase_is_a_clear_error(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         with pytest.raises(ValueError, match="unknown phase status 'done'"):
             store.record("a", "done")
-        with pytest.raises(TypeError, match=r"unknown facts \['colour'\]"):
-            store.record("a", "in_progress", colour="red")
         with pytest.raises(KeyError, match=r"phase 'zz' is not in plan plans/demo\.yaml"):
             store.record("zz", "in_progress")
         assert store.phase("a").status is Status.PENDING
+
+
+EARLIER = "2025-01-02T03:04:05.000006Z"
+# A value for each fact a change can say, none of them what the phase would hold without it.
+SAID: dict[str, Any] = {
+    "started": EARLIER,
+    "completed": EARLIER,
+    "attempts": 3,
+    "worker": "gw2",
+    "agent": "reviewer",
+    "result": "3 checks passed",
+    "errors": (PhaseError("coder", EARLIER, "validation", "flaky", "retried"),),
+    "files_created": ("src/new.py", "src/other.py"),
+    "files_modified": ("README.md",),
+    "files_deleted": ("old.py",),
+    "downstream_context": {"key_interfaces_introduced": ["A()"], "warnings": ["slow"]},
+    "tokens": Tokens(input=10, output=2, cached=1, cost=0.5, unpriced=("m",)),
+    "unverified": True,
+}
+
+
+def held(phase: Any, fact: str) -> Any:
+    """What a phase state holds of a fact a change said."""
+    return phase.agents[-1] if fact == "agent" else getattr(phase, fact)
+
+
+@pytest.mark.parametrize("fact", [f.name for f in fields(PhaseChange)])
+def test_each_fact_of_a_change_reaches_the_phase_through_the_journal(
+    tmp_path: Path, fact: str
+) -> None:
+    """Each fact of the typed record is written to the journal (alone with what the store fills
+    in), and the phase holds it: in memory, replayed from the journal, and from the snapshot."""
+    with open_store(tmp_path) as store:
+        store.record("a", Status.IN_PROGRESS)
+        store.record("a", Status.COMPLETED, PhaseChange(**{fact: SAID[fact]}))
+        entry = read_journal(store.paths.journal)[0][-1]
+        assert set(entry["facts"]) == {fact, "completed"}
+        assert held(store.phase("a"), fact) == SAID[fact]
+        assert held(read_session(store.path).phases["a"], fact) == SAID[fact]
+    assert store.paths.journal.read_bytes() == b""  # folded: now the snapshot holds it
+    assert held(read_session(store.path).phases["a"], fact) == SAID[fact]
+
+
+def test_a_fact_not_said_is_kept_but_a_skip_says_its_result(tmp_path: Path) -> None:
+    """A skip did not run: the result of a run before it no longer describes the phase."""
+    with open_store(tmp_path) as store:
+        store.record("a", "in_progress", PhaseChange(worker="gw1", attempts=2))
+        failed = store.record("a", "failed", PhaseChange(result="exit 1"))
+        assert (failed.worker, failed.attempts, failed.result) == ("gw1", 2, "exit 1")
+        why = "dependency 'x' failed"
+        assert store.record("a", "skipped", PhaseChange(result=why)).result == why
+        skipped = store.record("a", "skipped")
+        assert (skipped.worker, skipped.attempts, skipped.result) == ("gw1", 2, None)
+    assert read_session(store.path).phases["a"] == skipped
 
 
 def test_reset_lets_a_completed_phase_run_again(tmp_path: Path) -> None:
@@ -359,18 +418,19 @@ def test_reset_lets_a_completed_phase_run_again(tmp_path: Path) -> None:
 
 def test_a_rerun_clears_what_the_last_run_produced(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        store.record("a", "in_progress", attempts=1)
-        store.record("a", "failed", files_created=["half.py"], result="boom")
-        rerun = store.record("a", "in_progress", attempts=1)
+        store.record("a", "in_progress", PhaseChange(attempts=1))
+        store.record("a", "failed", PhaseChange(files_created=("half.py",), result="boom"))
+        rerun = store.record("a", "in_progress", PhaseChange(attempts=1))
     assert (rerun.files_created, rerun.result, rerun.completed) == ((), None, None)
     assert rerun.started is not None
 
 
 def test_tokens_add_up_by_phase_and_agent(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        store.record("a", "in_progress", tokens={"input": 10, "output": 1})
-        store.record("a", "completed", tokens=Tokens(input=5, cached=2))
-        store.record("d", "in_progress", tokens={"input": 7, "output": 3}, agent="reviewer")
+        store.record("a", "in_progress", PhaseChange(tokens=Tokens(input=10, output=1)))
+        store.record("a", "completed", PhaseChange(tokens=Tokens(input=5, cached=2)))
+        change = PhaseChange(tokens=Tokens(input=7, output=3), agent="reviewer")
+        store.record("d", "in_progress", change)
     data = frontmatter(store.path)
     assert data["token_usage"] == {
         "total_input": 22,
@@ -438,7 +498,7 @@ def test_journal_is_replayed_after_the_process_dies(tmp_path: Path) -> None:
         store = open_store(root)
         complete(store, "a")
         store.record("d", "in_progress")
-        store.record("d", "completed", tokens={"input": 3})
+        store.record("d", "completed", PhaseChange(tokens=Tokens(input=3)))
         os._exit(0)  # no close(): the snapshot never saw these
         """,
     )
@@ -485,7 +545,7 @@ def test_appends_overwrite_zeros_written_ahead(tmp_path: Path) -> None:
         store.record("a", "in_progress")
         size = store.paths.journal.stat().st_size
         complete(store, "d")
-        store.record("a", "failed", result="x" * 1000)
+        store.record("a", "failed", PhaseChange(result="x" * 1000))
         assert (
             store.paths.journal.stat().st_size
             == size
@@ -559,9 +619,8 @@ def test_entries_already_in_the_snapshot_are_not_applied_twice(tmp_path: Path) -
     """A crash after the snapshot was written but before the journal was emptied."""
     with open_store(tmp_path) as store:
         store.record("a", "in_progress")
-        store.record(
-            "a", "failed", tokens={"input": 5}, errors=[{"message": "once"}], files_created=["x"]
-        )
+        change = PhaseChange(tokens=Tokens(input=5), errors=(error("once"),), files_created=("x",))
+        store.record("a", "failed", change)
         journal = store.paths.journal.read_bytes()
     store.paths.journal.write_bytes(journal)
     doc = read_session(store.path)
@@ -574,8 +633,8 @@ def test_compaction_keeps_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(store_module, "_JOURNAL_PER_PHASE", 1)  # bound: 4 entries for 4 phases
     with open_store(tmp_path) as store:
         for attempt in range(1, 4):
-            store.record("a", "in_progress", attempts=attempt, tokens={"input": 1})
-            store.record("a", "failed", errors=[{"message": f"attempt {attempt}"}])
+            store.record("a", "in_progress", PhaseChange(attempts=attempt, tokens=Tokens(input=1)))
+            store.record("a", "failed", PhaseChange(errors=(error(f"attempt {attempt}"),)))
         complete(store, "d")
         assert len(journal_lines(store.paths.journal)) <= 5
         assert frontmatter(store.path)["journal_seq"] >= 5
@@ -676,7 +735,7 @@ def test_sigkilled_holder_does_not_block_and_its_phase_is_reset(tmp_path: Path) 
         """
         store = open_store(root)
         complete(store, "d")
-        store.record("a", "in_progress", attempts=1)
+        store.record("a", "in_progress", PhaseChange(attempts=1))
         print("ready", flush=True)
         time.sleep(120)
         """,

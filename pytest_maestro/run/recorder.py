@@ -7,15 +7,22 @@ process); each transition is on disk before pytest's reporters see it. See ``sta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..files.declared import FileSnapshot
 from ..files.places import preimage_path, replaced_dir
 from ..files.putback import Restored, RestoreError
 from ..phase.facts import PhaseFacts, SkipKind
-from ..plan import Phase, Plan
+from ..plan import Files, Phase, Plan
 from ..processes.leftovers import end_groups, read_running_record, running_records
-from ..state import Interrupted, SessionStore, SessionUnwritable, StateError, Status
+from ..state import (
+    Interrupted,
+    PhaseChange,
+    PhaseError,
+    SessionStore,
+    SessionUnwritable,
+    StateError,
+    Status,
+)
 from ..state.journal import fsync_dir
 from ..texts import last_line
 from ..views.markdown_report import session_report
@@ -124,10 +131,8 @@ class Recorder:
     def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
         """Not synced: the phase's runner has its own record of the start on disk before the phase
         runs anything, and the next durable record takes this one to the disk with it."""
-        facts: dict[str, Any] = {"agent": agent}
-        if worker:
-            facts["worker"] = worker
-        self._record(phase.id, Status.IN_PROGRESS, durable=False, **facts)
+        change = PhaseChange(agent=agent, worker=worker or None)
+        self._record(phase.id, Status.IN_PROGRESS, change, durable=False)
 
     def finished(self, facts: PhaseFacts) -> None:
         """Persist what a report says of a phase; a phase completed earlier stays as it was."""
@@ -138,36 +143,13 @@ class Recorder:
         if status is Status.SKIPPED:
             if facts.skip is not None and facts.skip.kind is SkipKind.STOPPED:
                 return  # not run, nor decided: it stays pending for the next run
-            self._record(phase_id, status, result=facts.skip.text if facts.skip else None)
+            self._record(
+                phase_id, status, PhaseChange(result=facts.skip.text if facts.skip else None)
+            )
             return
         if current is not Status.IN_PROGRESS:  # an error before the phase could start
-            self._record(phase_id, Status.IN_PROGRESS)
-        record: dict[str, Any] = {
-            key: value
-            for key, value in (
-                ("attempts", facts.attempts),
-                ("worker", facts.worker),
-                ("started", facts.started),
-                ("completed", facts.finished),
-                ("result", facts.result or None),
-            )
-            if value is not None
-        }
-        if facts.tokens is not None:
-            record["tokens"] = facts.tokens
-        if facts.downstream:
-            record["downstream_context"] = facts.downstream
-        if facts.unverified:
-            record["unverified"] = True
-        error = facts.failure or last_line(facts.result)
-        if status in (Status.FAILED, Status.BLOCKED) and error:
-            record["errors"] = [{"type": status.value, "message": error}]
-        if status is Status.COMPLETED:  # its declared files passed the spot check
-            files = self.plan.phase(phase_id).files
-            record.update(
-                files_created=files.create, files_modified=files.modify, files_deleted=files.delete
-            )
-        self._record(phase_id, status, **record)
+            self._record(phase_id, Status.IN_PROGRESS, PhaseChange())
+        self._record(phase_id, status, self._change(facts))
         if status is Status.COMPLETED and self.unwritable is None:
             # Its runner left them: until now a kill made the next run put its files back and
             # run it again. Now the session has it completed, and a kill leaves its work alone.
@@ -180,13 +162,38 @@ class Recorder:
             except SessionUnwritable as exc:
                 self.unwritable = str(exc)
 
-    def _record(self, phase_id: str, status: Status, **fields: Any) -> None:
+    def _change(self, facts: PhaseFacts) -> PhaseChange:
+        """What the session keeps of a phase's end: its declared files when it completed (they
+        passed the spot check), the reason as an error when it failed or was blocked."""
+        status, error = facts.status, facts.failure or last_line(facts.result)
+        errors: tuple[PhaseError, ...] = ()
+        if status in (Status.FAILED, Status.BLOCKED) and error:
+            errors = (PhaseError(agent="", timestamp="", type=status.value, message=error),)
+        files = self.plan.phase(facts.phase).files if status is Status.COMPLETED else Files()
+        return PhaseChange(
+            started=facts.started,
+            completed=facts.finished,
+            attempts=facts.attempts,
+            worker=facts.worker,
+            result=facts.result or None,
+            errors=errors,
+            files_created=files.create,
+            files_modified=files.modify,
+            files_deleted=files.delete,
+            downstream_context=facts.downstream or None,
+            tokens=facts.tokens,
+            unverified=bool(facts.unverified),
+        )
+
+    def _record(
+        self, phase_id: str, status: Status, change: PhaseChange, *, durable: bool = True
+    ) -> None:
         """A change the session cannot take any more (a full disk) leaves it as it was and says
         why in ``unwritable``: the run stops, and the next one resumes from what was written."""
         if self.unwritable is not None:
             return
         try:
-            self.store.record(phase_id, status, **fields)
+            self.store.record(phase_id, status, change, durable=durable)
         except SessionUnwritable as exc:
             self.unwritable = str(exc)
 

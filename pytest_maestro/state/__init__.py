@@ -12,6 +12,7 @@ Files in the state dir, per plan (``<name>`` is ``<plan stem>-<hash of its path 
 
 from __future__ import annotations
 
+from .entries import PhaseChange
 from .journal import read_session
 from .lock import SessionBusy, SessionPaths
 from .model import (
@@ -30,6 +31,7 @@ from .store import InvalidTransition, SessionStore
 __all__ = [
     "Interrupted",
     "InvalidTransition",
+    "PhaseChange",
     "PhaseError",
     "PhaseState",
     "SessionBusy",

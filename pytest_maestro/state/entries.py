@@ -1,48 +1,77 @@
-"""The facts of a transition as the journal stores them: plain JSON, checked once, on the way in."""
+"""The facts of a transition: one typed value on the way in, plain JSON in the journal."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from .model import PhaseError, PhaseState, Tokens, as_time
+from .model import PhaseError, PhaseState, Status, Tokens
 
-_FILE_FACTS = ("files_created", "files_modified", "files_deleted")
-_TEXT_FACTS = ("worker", "result", "agent")
-_FACTS = frozenset(
-    {"started", "completed", "attempts", "errors", "tokens", "downstream_context", "unverified"}
-    | set(_FILE_FACTS)
-    | set(_TEXT_FACTS)
-)
+_ENDS = (Status.COMPLETED, Status.FAILED, Status.BLOCKED)
 
 
-def _clean_fact(key: str, value: Any, at: str, agent: str) -> Any:
-    """A fact as the journal stores it: plain JSON."""
-    if key in ("started", "completed"):
-        return as_time(value)
-    if key == "attempts":
-        return int(value)
-    if key == "unverified":
-        return bool(value)
-    if key in _TEXT_FACTS:
-        return None if value is None else str(value)
-    if key in _FILE_FACTS:
-        return [value] if isinstance(value, str) else [str(f) for f in value]
-    if key == "errors":
-        errors = [e if isinstance(e, PhaseError) else PhaseError.from_mapping(e) for e in value]
-        return [
-            replace(e, timestamp=e.timestamp or at, agent=e.agent or agent).to_dict()
-            for e in errors
+@dataclass(frozen=True)
+class PhaseChange:
+    """What one move of a phase says about it. A fact left None (or empty) is not said, and the
+    phase keeps what it had, except where the move itself says more: ``SessionStore.record``
+    fills in ``started`` (to in_progress) or ``completed`` (to completed, failed or blocked) with
+    now, a new run (to in_progress) clears what the last one produced, and a skip's ``result`` is
+    why it was skipped or nothing (an earlier run's result no longer describes the phase).
+    """
+
+    started: str | None = None  # ISO 8601
+    completed: str | None = None
+    attempts: int | None = None
+    worker: str | None = None
+    agent: str | None = None  # added to the phase's agents; whose tokens these are
+    result: str | None = None
+    errors: tuple[PhaseError, ...] = ()  # appended
+    files_created: tuple[str, ...] = ()  # merged with those the phase names already
+    files_modified: tuple[str, ...] = ()
+    files_deleted: tuple[str, ...] = ()
+    downstream_context: Mapping[str, Any] | None = None  # replaces the phase's
+    tokens: Tokens | None = None  # added to the phase's, the agent's and the session's
+    unverified: bool = False  # completed on the agent's word: no acceptance command checked it
+
+
+def journal_facts(
+    change: PhaseChange, status: Status, at: str, phase: PhaseState
+) -> dict[str, Any]:
+    """The facts of a move of ``phase`` to ``status`` at ``at``, as the journal stores them: only
+    those it says, and those the store fills in. An error without a time or an agent gets the
+    move's: ``at``, and the change's agent, else the phase's first."""
+    started, completed = change.started, change.completed
+    if status is Status.IN_PROGRESS and started is None:
+        started = at
+    elif status in _ENDS and completed is None:
+        completed = at
+    scalars = (
+        ("started", started),
+        ("completed", completed),
+        ("attempts", change.attempts),
+        ("worker", change.worker),
+        ("agent", change.agent),
+    )
+    facts: dict[str, Any] = {key: value for key, value in scalars if value is not None}
+    if change.result is not None or status is Status.SKIPPED:
+        facts["result"] = change.result
+    if change.errors:
+        agent = change.agent or (phase.agents[0] if phase.agents else "")
+        facts["errors"] = [
+            dict(e.to_dict(), agent=e.agent or agent, timestamp=e.timestamp or at)
+            for e in change.errors
         ]
-    if key == "tokens":
-        return (value if isinstance(value, Tokens) else Tokens.from_mapping(value)).to_dict()
-    return dict(value)  # downstream_context
-
-
-def clean_facts(facts: dict[str, Any], at: str, phase: PhaseState) -> dict[str, Any]:
-    """Facts as the journal stores them; errors default to now and to the phase's agent."""
-    unknown = facts.keys() - _FACTS
-    if unknown:
-        raise TypeError(f"unknown facts {sorted(unknown)}; expected some of {sorted(_FACTS)}")
-    agent = str(facts.get("agent") or (phase.agents[0] if phase.agents else ""))
-    return {key: _clean_fact(key, value, at, agent) for key, value in facts.items()}
+    files = (
+        ("files_created", change.files_created),
+        ("files_modified", change.files_modified),
+        ("files_deleted", change.files_deleted),
+    )
+    facts.update((key, list(paths)) for key, paths in files if paths)
+    if change.downstream_context is not None:
+        facts["downstream_context"] = dict(change.downstream_context)
+    if change.tokens is not None:
+        facts["tokens"] = change.tokens.to_dict()
+    if change.unverified:
+        facts["unverified"] = True
+    return facts

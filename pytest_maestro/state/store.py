@@ -14,7 +14,7 @@ import filelock
 
 from ..plan.model import Plan
 from .document import Report, render
-from .entries import clean_facts
+from .entries import PhaseChange, journal_facts
 from .journal import Journal, apply_entry, atomic_write
 from .live import Refresher
 from .lock import SessionPaths, acquire, archive, plan_relpath, prepare_dir, release
@@ -47,7 +47,7 @@ _NEXT: dict[Status, frozenset[Status]] = {
     Status.SKIPPED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
 }
 
-_FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED})
+_STATUS_ONLY = PhaseChange()  # a move that says nothing but its status
 
 # The way out of a session this tool cannot read: what the user can do, said with the problem.
 FRESH = "; --maestro-fresh archives it and starts the session over"
@@ -228,26 +228,26 @@ class SessionStore:
     # -- writing -------------------------------------------------------------------------------
 
     def record(
-        self, phase_id: str, status: Status | str, *, durable: bool = True, **facts: Any
+        self,
+        phase_id: str,
+        status: Status | str,
+        change: PhaseChange = _STATUS_ONLY,
+        *,
+        durable: bool = True,
     ) -> PhaseState:
-        """Move a phase to ``status`` with the facts of that move; on disk when it returns unless
-        not ``durable`` (for a move that something else already holds on disk).
-
-        Facts: started, completed (ISO 8601 or datetime; filled in when omitted), attempts, worker,
-        result, agent, errors (appended), files_created/modified/deleted (merged), tokens (added),
-        downstream_context.
+        """Move a phase to ``status`` with what ``change`` says of that move; on disk when it
+        returns unless not ``durable`` (for a move that something else already holds on disk).
         """
         old, new = self.phase(phase_id), _status(status)
         if new not in _NEXT[old.status]:
             raise InvalidTransition(phase_id, old.status, new)
         at = now()
-        if new is Status.IN_PROGRESS:
-            facts.setdefault("started", at)
-        elif new in _FINISHED:
-            facts.setdefault("completed", at)
-        clean = clean_facts(facts, at, old)
-        change = {"op": "record", "phase": phase_id, "status": new.value, "facts": clean}
-        self._write(change, at, durable=durable)
+        facts = journal_facts(change, new, at, old)
+        self._write(
+            {"op": "record", "phase": phase_id, "status": new.value, "facts": facts},
+            at,
+            durable=durable,
+        )
         return self._doc.phases[phase_id]
 
     def reset(self, phase_id: str, reason: str = CHANGED) -> PhaseState:
@@ -271,8 +271,9 @@ class SessionStore:
                 continue
             known.add(phase.id)
             new.append(phase)
-            change = {"op": "reset", "phase": phase.id, "reason": INTERRUPTED}
-            self._write(change, now(), durable=False)
+            self._write(
+                {"op": "reset", "phase": phase.id, "reason": INTERRUPTED}, now(), durable=False
+            )
         self._journal.sync()  # one sync for them all
         self.interrupted += tuple(new)
         return tuple(new)
@@ -349,13 +350,13 @@ class SessionStore:
             return "completed"
         return "failed" if statuses & {Status.FAILED, Status.BLOCKED} else "in_progress"
 
-    def _write(self, change: dict[str, Any], at: str, *, durable: bool = True) -> None:
+    def _write(self, op: dict[str, Any], at: str, *, durable: bool = True) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.paths.snapshot} is closed")
         if self._unwritable is not None:  # never append behind a line a full disk cut short
             raise SessionUnwritable(self._unwritable)
         with self._guard:
-            entry = {"seq": self._doc.journal_seq + 1, "at": at, **change}
+            entry = {"seq": self._doc.journal_seq + 1, "at": at, **op}
             # On disk before the state in memory (or any report) moves, when durable.
             try:
                 self._journal.append(entry, durable=durable)
