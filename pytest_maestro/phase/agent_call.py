@@ -54,7 +54,6 @@ def call_agent(
 ) -> Call:
     """``note`` writes a line to the phase's log; ``waiting`` hears of each rate-limit wait
     (seconds, why) before it starts; ``sleep`` and ``rng`` are for tests."""
-    rng = rng or random.Random()
     tokens, waited, calls, retries = Tokens(), 0.0, 0, 0
     asked = not ask_again
     while True:
@@ -66,6 +65,7 @@ def call_agent(
             if left <= 0:
                 message = f"{result.message} (waited {waited:.0f}s in all; --maestro-max-wait)"
                 return Call(replace(result, message=message), tokens, waited, calls)
+            rng = rng or random.Random()  # seeded from the OS: only once a call must wait
             delay = min(backoff(retries, result.retry_after, rng), left)
             note(f"--- {result.message}; waiting {delay:.1f}s before calling again")
             if waiting is not None:

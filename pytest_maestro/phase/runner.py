@@ -58,6 +58,8 @@ class RunConfig:
     log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
     isolation: Isolation | None = None  # each phase in a worktree of its own, merged back
     progress: Progress | None = None  # told when the phase starts, retries, waits
+    # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
+    plan_path: Path | None = None
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -257,7 +259,7 @@ class PhaseRunner:
         if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
             self._base_env = {
                 **os.environ,
-                "MAESTRO_PLAN": str(self.config.plan.path.resolve()),
+                "MAESTRO_PLAN": str(self.config.plan_path or self.config.plan.path.resolve()),
                 "MAESTRO_ROOT": str(self.root),
                 "MAESTRO_PROJECT_ROOT": str(self.config.root),
             }

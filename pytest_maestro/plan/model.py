@@ -91,6 +91,6 @@ class Plan:
     def _by_id(self) -> dict[str, Phase]:
         return {phase.id: phase for phase in self.phases}
 
-    @property
+    @cached_property  # every phase's prompt asks for it: built once, not once a phase
     def ids(self) -> tuple[str, ...]:
         return tuple(p.id for p in self.phases)

@@ -363,6 +363,7 @@ class Orchestrator:
             log_limit=int(self.settings.log_limit * 1024 * 1024),
             isolation=self.isolation,
             progress=self.progress,
+            plan_path=self.plan_path,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))

@@ -239,9 +239,13 @@ _NEW_RUN: dict[str, Any] = {
 }
 
 
+# Every transition is checked against them: listed once, not at each record.
+_STATUSES = tuple(s.value for s in Status)
+
+
 def _apply_record(doc: SessionDoc, old: PhaseState, entry: Mapping[str, Any]) -> None:
     """FieldError names a field of the entry that is not what this tool writes."""
-    status = Status(Fields(entry).choice("status", tuple(s.value for s in Status)))
+    status = Status(Fields(entry).choice("status", _STATUSES))
     facts = Fields(Fields(entry).mapping("facts"))
     changes: dict[str, Any] = {"status": status}
     if status is Status.IN_PROGRESS and old.status is not Status.IN_PROGRESS:
