@@ -7,18 +7,24 @@ pytest_plugins = ["pytester"]
 collect_ignore = ["tests/fixtures/projects", "tests/fixtures/solutions"]
 
 
+# What pytest runs inside tests leave out: hypothesis' plugin and anyio's (which imports asyncio),
+# a third of a short run's start; and assertion rewriting, which in-process runs would redo
+# for every plugin module they import again.
+LEAN_ADDOPTS = "-p no:hypothesispytest -p no:anyio --assert=plain"
+
+
 @pytest.fixture(autouse=True)
 def _lean_inner_pytest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytest runs inside tests load neither hypothesis' plugin nor assertion rewriting.
+    """pytest runs inside tests, in process or as a subprocess of pytester or of the test's own,
+    load neither those plugins nor assertion rewriting.
 
-    In-process runs re-import plugin modules every time, and rewriting them costs seconds per run.
     Set after pytester starts, which clears PYTEST_ADDOPTS.
     """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
-        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest --assert=plain")
         # Inner runs append their report to a GitHub step summary: not to this job's own.
         monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ what it saw as JSON, since the mount ends with the namespace.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -47,7 +48,12 @@ def on_small_disk(tmp_path: Path, driver: str, size: str = "600k") -> dict[str, 
         text=True,
         timeout=120,
         check=False,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={
+            "PYTHONPATH": str(REPO),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),  # the lean inner runs
+        },
     )
     assert done.returncode == 0, done.stdout + done.stderr
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])

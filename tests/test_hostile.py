@@ -1267,6 +1267,8 @@ def run_bounded(cwd: Path, args: list[str], logs: Path) -> Run:
         "no:cacheprovider",
         "-p",
         "no:hypothesispytest",
+        "-p",
+        "no:anyio",
         "--assert=plain",
         *args,
     ]

@@ -452,10 +452,6 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["in-order", "n2"])
 def test_a_killed_run_s_worktrees_are_kept_and_pruned_by_the_next_run(
@@ -471,7 +467,6 @@ def test_a_killed_run_s_worktrees_are_kept_and_pruned_by_the_next_run(
     run = subprocess.Popen(
         _pytest(*options),
         cwd=tmp_path,
-        env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -485,9 +480,7 @@ def test_a_killed_run_s_worktrees_are_kept_and_pruned_by_the_next_run(
         run.wait()
         assert len(worktrees(tmp_path)) == 2  # the killed run's is still there
         go.touch()
-        again = subprocess.run(
-            _pytest(*options), cwd=tmp_path, env=_env(), capture_output=True, text=True
-        )
+        again = subprocess.run(_pytest(*options), cwd=tmp_path, capture_output=True, text=True)
     finally:
         for pid in _marked(mark):
             os.kill(pid, signal.SIGKILL)
@@ -507,7 +500,7 @@ def test_an_interrupted_phase_s_work_is_kept(tmp_path: Path) -> None:
     wait = f"{sys.executable} -c 'import time; time.sleep(600)' {mark}"
     plan = {"phases": [{"id": "cut", "run": ["echo halfway > out.txt", wait]}]}
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    run = subprocess.Popen(_pytest(), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(_pytest(), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not _marked(mark):
@@ -632,9 +625,7 @@ def test_a_killed_worker_s_same_size_rewrite_is_kept(tmp_path: Path) -> None:
     wait = f"{sys.executable} -c 'import time; time.sleep(600)' {mark}"
     plan = {"phases": [{"id": "bump", "run": [BUMP, wait]}]}
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
-    run = subprocess.Popen(
-        _pytest("-n", "2"), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True
-    )
+    run = subprocess.Popen(_pytest("-n", "2"), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not _marked(mark):

@@ -65,16 +65,11 @@ def _pytest(*options: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-q", *options]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
-
-
 def _start(root: Path, command: list[str]) -> subprocess.Popen[bytes]:
     """pytest in the background, leading a session of its own: its group is what is killed."""
     return subprocess.Popen(
         command,
         cwd=root,
-        env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -83,7 +78,7 @@ def _start(root: Path, command: list[str]) -> subprocess.Popen[bytes]:
 
 def _finish(root: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
     """pytest to the end, as the run after the kills."""
-    return subprocess.run(command, cwd=root, env=_env(), capture_output=True, text=True)
+    return subprocess.run(command, cwd=root, capture_output=True, text=True)
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """Malformed plans end the run with one clear line — file, line, phase — and never a traceback.
 
 Every case is checked twice: through ``load_plan`` (the exact message) and through the pytest
-command line (``--maestro plan --maestro-analyze``: a non-zero exit and the same line).
+command line (``--maestro plan --maestro-analyze``: a non-zero exit and the same line), run in
+this process; one case also through a pytest process of its own.
 """
 
 from __future__ import annotations
@@ -263,15 +264,32 @@ def _plugin_args() -> list[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_command_line_reports_the_error_without_traceback(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, case: Case
+    pytester: pytest.Pytester, case: Case
 ) -> None:
     if importlib.util.find_spec("pytest_maestro.plugin") is None:
         pytest.skip("the pytest plugin is not written yet")
+    path = _write(pytester.path, case)
+    result = pytester.runpytest(*_plugin_args(), "--maestro", str(path), "--maestro-analyze")
+    _assert_the_one_line(result, case)
+
+
+def test_command_line_in_a_process_of_its_own_reports_the_error_without_traceback(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cases above run pytest in this process; one goes through a pytest of its own, as a
+    # user's command line does: its exit status and what reaches its stderr.
+    if importlib.util.find_spec("pytest_maestro.plugin") is None:
+        pytest.skip("the pytest plugin is not written yet")
     monkeypatch.setenv("PYTHONPATH", str(REPO))
+    [case] = [case for case in CASES if case.id == "yaml-syntax"]
     path = _write(pytester.path, case)
     result = pytester.runpytest_subprocess(
         *_plugin_args(), "--maestro", str(path), "--maestro-analyze"
     )
+    _assert_the_one_line(result, case)
+
+
+def _assert_the_one_line(result: pytest.RunResult, case: Case) -> None:
     output = result.stdout.str() + "\n" + result.stderr.str()
     assert result.ret != 0
     # The plugin may print the path as given or relative to the rootdir; the rest is exact.

@@ -4,7 +4,6 @@ session file and ``--maestro-status`` beside a running plan."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -198,10 +197,6 @@ HELD = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest"}
-
-
 @pytest.fixture
 def held_run(pytester: pytest.Pytester) -> Iterator[subprocess.Popen[bytes]]:
     """A real run under -n 2, held open by phase 'hold' until 'go' exists."""
@@ -210,7 +205,6 @@ def held_run(pytester: pytest.Pytester) -> Iterator[subprocess.Popen[bytes]]:
     run = subprocess.Popen(
         [*command, "--maestro-circuit-breaker=0"],
         cwd=pytester.path,
-        env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
