@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_maestro.process import ProcessResult
 
 from pytest_maestro.plan.model import Phase
+from pytest_maestro.processes.process import ProcessResult
 from pytest_maestro.runtimes import AgentRequest, cli
 from pytest_maestro.runtimes.cli import CliRuntime
 
