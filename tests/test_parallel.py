@@ -1,4 +1,5 @@
-"""Real xdist workers: dependencies, file conflicts, idle workers, crashes (DESIGN §5)."""
+"""Real xdist workers: dependencies, file conflicts, idle workers, crashes (docs/architecture.md,
+"The scheduler's sync item")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""DependencyScheduling without processes: fake workers that record what they were sent (DESIGN §5).
+"""DependencyScheduling without processes: fake workers that record what they were sent
+(docs/architecture.md, "The scheduler's sync item").
 
 The session is the plugin's own, configured by pytest from a small plan; the workers are fakes in
 the style of pytest-xdist's scheduler tests. A phase's outcome reaches the controller the way a
