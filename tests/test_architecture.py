@@ -223,3 +223,36 @@ def test_the_outside_check_finds_each_kind() -> None:
     for line in (*found, "\u00a7 3"):
         assert outside_references(line) == [line]
     assert outside_references("seed=3, docs/architecture.md") == []
+
+
+def splits_node_ids(path: Path) -> list[int]:
+    """Lines that spell the node-id separator: a string that is ``::``, or an f-string part
+    that starts or ends with it (not Mermaid's ``:::`` class)."""
+    tree = ast.parse(path.read_text(), str(path))
+    formatted = [node for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)]
+    inside = {id(part) for node in formatted for part in node.values}
+    found = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value == "::" and id(node) not in inside
+    ]
+    for node in formatted:
+        texts = [p.value for p in node.values if isinstance(p, ast.Constant)]
+        if any(
+            isinstance(t, str) and ":::" not in t and (t.startswith("::") or t.endswith("::"))
+            for t in texts
+        ):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_node_ids_are_read_and_written_in_one_place(path: Path) -> None:
+    if module_name(path) != "pytest_maestro.hooks.nodeids":
+        assert splits_node_ids(path) == []
+
+
+def test_the_node_id_check_finds_a_split(tmp_path: Path) -> None:
+    code = tmp_path / "code.py"
+    code.write_text('a = x.rsplit("::", 1)\nb = f"{x}::{y}"\nc = "no :: here"\n')
+    assert splits_node_ids(code) == [1, 2]

@@ -22,6 +22,7 @@ from ..run.orchestrator import Orchestrator
 from ..scheduling.policy import DagPolicy, Job, Policy, WavePolicy
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
+from .nodeids import NodeId
 from .skips import report_skip
 
 
@@ -33,6 +34,7 @@ class DependencyScheduling:
         self.collection: list[str] | None = None
         self.node_ids: dict[str, int] = {}  # node id -> index in the collection
         self.sync_index = -1
+        self.sync: NodeId | None = None  # the sync item, whose file is the plan's
         self.running: dict[WorkerController, str | None] = {}  # worker -> phase it runs
         self.policy: Policy | None = None
         self.last_start = 0.0
@@ -63,11 +65,12 @@ class DependencyScheduling:
         if self.collection is None:
             self.collection = list(collection)
             self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
-            self.sync_index = next(
-                (n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)),
-                -1,
+            nodes = [NodeId.parse(nodeid) for nodeid in collection]
+            self.sync_index, self.sync = next(
+                ((n, node) for n, node in enumerate(nodes) if node and node.name == SYNC_NAME),
+                (-1, None),
             )
-            if self.sync_index < 0:
+            if self.sync is None:
                 # The plan failed to collect (xdist shows the worker's error): run nothing.
                 self.policy = DagPolicy([], 1)
         elif list(collection) != self.collection:
@@ -132,11 +135,7 @@ class DependencyScheduling:
         """Report what must not run at all, then hand the rest to the policy."""
         assert self.collection is not None
         maestro, run = self.maestro, self.run
-        selected = [
-            nodeid.rsplit("::", 1)[1]
-            for nodeid in self.collection
-            if not nodeid.endswith("::" + SYNC_NAME)
-        ]
+        selected = [node.name for node in map(NodeId.of, self.collection) if node.name != SYNC_NAME]
         run.select(selected)
         refusal = maestro.cannot_run(selected)
         if refusal is not None:
@@ -175,9 +174,8 @@ class DependencyScheduling:
             report_skip(self.config, self.maestro.plan, self._nodeid(job), reason)
 
     def _nodeid(self, phase_id: str) -> str:
-        assert self.collection is not None
-        prefix = self.collection[self.sync_index].rsplit("::", 1)[0]
-        return f"{prefix}::{phase_id}"
+        assert self.sync is not None
+        return str(self.sync.sibling(phase_id))
 
     def _uncount_sync_item(self, collected: int) -> None:
         """xdist counts the hidden sync item as a test (again at each worker's collection);

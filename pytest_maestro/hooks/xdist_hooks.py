@@ -10,6 +10,7 @@ import pytest
 from .._compat import crashed_worker_id
 from ..phase.facts import PhaseFacts, iso_time
 from ..state.model import Status
+from .nodeids import phase_id
 from .scheduler import DependencyScheduling, make_scheduler
 
 
@@ -24,7 +25,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any
     if not isinstance(sched, DependencyScheduling):
         return
     PhaseFacts(
-        crashitem.rsplit("::", 1)[1],
+        phase_id(crashitem),
         Status.FAILED,
         worker=crashed_worker_id(report),
         finished=iso_time(time.time()),
