@@ -163,6 +163,7 @@ def test_the_cycle_finder_finds_one() -> None:
 PRIVATE = re.compile(
     r"\b_pytest\b|\bxdist\.(?!newhooks)\w|_use_item_location|global_properties|node_reporter"
     r"|\blastfailed\b|\"dsession\"|\"lfplugin\"|\bshuttingdown\b|\._session\b|add_global_property"
+    r"|\bsendevent\b|WorkerInteractor|runtest_protocol_complete"
 )
 
 

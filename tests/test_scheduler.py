@@ -19,6 +19,7 @@ import pytest
 from pytest_maestro.hooks import scheduler as scheduler_module
 from pytest_maestro.hooks.collect import ORCHESTRATOR_KEY, SYNC_NAME
 from pytest_maestro.hooks.scheduler import DependencyScheduling
+from pytest_maestro.phase.events import STARTED, PhaseEvent
 from pytest_maestro.phase.facts import PhaseFacts
 from pytest_maestro.run.orchestrator import Orchestrator
 from pytest_maestro.settings import OPTIONS
@@ -356,6 +357,18 @@ def test_idle_worker_gets_work_when_the_phase_completes_not_the_sync_item(
     run.run_to_end(first_out)
     assert run.maestro.run.outcomes == dict.fromkeys("abc", "completed")
     assert run.sched.tests_finished
+
+
+def test_a_message_from_a_worker_is_no_completion(make_run: Callable[..., Run]) -> None:
+    """What a running phase says reaches the scheduler as xdist's completion event with a text
+    for its index (``_compat.controller_channel``): it frees no worker and starts nothing."""
+    run = make_run([phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    run.add_workers("gw0", "gw1")
+    said = PhaseEvent("a", STARTED, worker="gw0").to_wire()
+    run.sched.mark_test_complete(run.out["a"], said)  # type: ignore[arg-type]
+    assert run.sent_phases() == ["a"] and "a" in run.out
+    run.run_to_end(first_out)
+    assert run.sent_phases() == ["a", "b"]
 
 
 def test_failed_phase_skips_its_dependents_without_sending_them(

@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from .._compat import WorkerController, set_collected_count, xdist_shutting_down
+from .._compat import WorkerController, relayed, set_collected_count, xdist_shutting_down
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
 from ..scheduling.policy import DagPolicy, Job, Policy, WavePolicy
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
+from .progress import heard
 from .skips import report_skip
 
 
@@ -77,8 +78,12 @@ class DependencyScheduling:
             raise pytest.UsageError(f"worker {node.gateway.id} collected a different plan")
 
     def mark_test_complete(
-        self, node: WorkerController, item_index: int, duration: float = 0
+        self, node: WorkerController, item_index: int | str, duration: float = 0
     ) -> None:
+        message = relayed(item_index)
+        if message is not None:  # what a phase running on the worker says: no completion
+            heard(self.config, message)
+            return
         if item_index == self.sync_index:
             return
         phase_id = self.running[node]
