@@ -39,6 +39,8 @@ class DependencyScheduling:
         self.running: dict[WorkerController, str | None] = {}  # worker -> phase it runs
         self.policy: Policy | None = None
         self.last_start = 0.0
+        self.crashed: set[str] = set()  # phases whose worker died, until the crash is judged
+        self.again: list[str] = []  # crashed phases to run again, before anything else starts
 
     # -- the xdist Scheduling protocol ------------------------------------------------------
 
@@ -93,7 +95,28 @@ class DependencyScheduling:
         self.schedule()
 
     def mark_test_pending(self, item: str) -> None:
-        raise NotImplementedError("pytest-maestro schedules phases itself")
+        """Run a phase whose worker crashed again, as a ``pytest_handlecrashitem`` may ask (xdist
+        documents it so): it goes to the next idle worker before anything else starts, and the
+        policy keeps it running meanwhile, its files and its slot held, so that nothing that
+        conflicts with it starts on the files its crash left put back."""
+        crashed = NodeId.of(item).name
+        if crashed not in self.crashed:
+            raise ValueError(f"phase {crashed!r} is not a crashed phase waiting for a verdict")
+        self.crashed.remove(crashed)
+        self.again.append(crashed)
+
+    def judge_crash(self, crashitem: str) -> bool:
+        """After every ``pytest_handlecrashitem``: a crashed phase that no plugin asked to run
+        again failed (what it blocks is skipped, and what it held back may start). True then:
+        the crash report gets its facts."""
+        crashed = NodeId.of(crashitem).name
+        failed = crashed in self.crashed
+        if failed:
+            self.crashed.remove(crashed)
+            self.run.record(PhaseFacts(crashed, Status.FAILED))  # its crash report follows
+            self._finish(crashed)
+        self.schedule()
+        return failed
 
     def remove_pending_tests_from_node(
         self, node: WorkerController, indices: Sequence[int]
@@ -101,21 +124,20 @@ class DependencyScheduling:
         raise NotImplementedError("pytest-maestro does not steal work")
 
     def remove_node(self, node: WorkerController) -> str | None:
-        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped.
-
-        What the phase held back (its files, the concurrency limit) may start on idle workers now:
-        xdist schedules again only when a replacement worker has collected.
+        """A crashed worker: what its phase's commands still run is ended and its files are put
+        back. xdist then reports the crash (``pytest_handlecrashitem``): unless a plugin asks for
+        the phase again, it failed, what it blocks is skipped, and what it held back (its files,
+        the concurrency limit) may start on idle workers at once (``judge_crash``), not only once
+        a replacement worker has collected.
         """
-        phase_id = self.running.pop(node)
-        if phase_id is None:
+        crashed = self.running.pop(node)
+        if crashed is None:
             return None
-        self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
+        self.maestro.end_running(crashed)  # what the crashed phase's commands still run
         if self.maestro.recorder is not None:  # then its files, before another phase writes them
-            self.maestro.notes += self.maestro.recorder.crashed(phase_id)
-        self.run.record(PhaseFacts(phase_id, Status.FAILED))  # its crash report follows
-        self._finish(phase_id)
-        self.schedule()
-        return self._nodeid(phase_id)
+            self.maestro.notes += self.maestro.recorder.crashed(crashed)
+        self.crashed.add(crashed)
+        return self._nodeid(crashed)
 
     def schedule(self) -> None:
         if self.collection is None:
@@ -123,6 +145,9 @@ class DependencyScheduling:
         if self.policy is None:
             self.policy = self._start_policy()
         idle = [node for node, phase in self.running.items() if phase is None]
+        while idle and self.again and not self._stopping():  # still running for the policy
+            self._stagger()
+            self._send(idle.pop(0), self.again.pop(0))
         while idle and not self._stopping():
             job = self.policy.next_job()
             if job is None:
@@ -131,8 +156,11 @@ class DependencyScheduling:
             node = idle.pop(0)
             self.policy.start(job)
             self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
-            self.running[node] = job
-            node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
+            self._send(node, job)
+
+    def _send(self, node: WorkerController, job: str) -> None:
+        self.running[node] = job
+        node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
 
     # -- helpers ----------------------------------------------------------------------------
 
