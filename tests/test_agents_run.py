@@ -425,3 +425,33 @@ def test_a_session_that_cannot_be_read_leaves_the_prompt_without_it(tmp_path: Pa
     second = SessionContext.read(plan, plan.phase("b"), missing)
     assert [(d.id, d.result) for d in second.dependencies] == [("a", None)]
     assert second.warnings[0].startswith("its prompt went without its dependencies' results (a)")
+
+
+def test_agent_fields_a_cli_is_not_given_are_one_warning(pytester: pytest.Pytester) -> None:
+    agents = pytester.mkdir("agents")
+    careful = "name: careful\nruntime: claude\ntools: Read, Grep\ntemperature: 0.2\n"
+    (agents / "careful.md").write_text(f"---\n{careful}---\nBe careful.\n")
+    (agents / "other.md").write_text("---\nname: other\nruntime: codex\ntools: [Read]\n---\nGo.\n")
+    write_plan(
+        pytester,
+        [
+            agent_phase("a", "x", agent="careful", reads=["R"]),
+            agent_phase("b", "y", agent="careful", reads=["R"]),
+            agent_phase("c", "z", agent="other", reads=["R"]),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*maestro plan warnings*",
+            "agent 'careful' (agents/careful.md): 'temperature' is ignored for runtime 'claude', "
+            "which has no option for it",
+            "agent 'other' (agents/other.md): 'tools' is ignored for runtime 'codex', which has no "
+            "option for it",
+        ]
+    )
+    assert out.count("agent 'careful' (") == 1  # one line, for two phases
+    by_cli = {call["cli"]: call["argv"] for call in calls(pytester.path / "fake-state")}
+    assert "--tools" in by_cli["claude"] and "Read,Grep" in by_cli["claude"]

@@ -193,7 +193,8 @@ class MaestroSession:
             )
         for note in self.maestro.notes:
             terminalreporter.line(note)
-        warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
+        maestro = self.maestro
+        warnings = [*maestro.plan.warnings, *maestro.warnings, *maestro.ignored_agent_fields()]
         if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
             for warning in warnings:

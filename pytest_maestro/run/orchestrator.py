@@ -32,6 +32,7 @@ from ..processes.leftovers import end_groups, read_running_record, running_recor
 from ..processes.process import KILL_GRACE
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry, generic_agent, normalise
+from ..runtimes.cli import ignored_field_lines
 from ..settings import Settings, SettingsError
 from ..state import SessionPaths, StateError, Status
 from ..state.aside import move_aside
@@ -216,6 +217,11 @@ class Orchestrator:
                 f"{', '.join(generic.values())} (looked in {looked}, then the built-ins)"
             )
         return None
+
+    def ignored_agent_fields(self) -> list[str]:
+        """A line for each agent whose ``tools:`` or ``temperature:`` its runtime is not given."""
+        uses = ((self.defined_agent(p), self.runtime_name(p) or "") for p in self.plan.phases)
+        return ignored_field_lines((a, n, self.runtimes.get(n)) for a, n in uses if a)
 
     def markers(self, phase: Phase) -> list[str]:
         names = [f"wave_{self.graph.wave(phase.id)}"]
