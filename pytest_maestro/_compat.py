@@ -9,7 +9,7 @@ release that changes one of these is seen here first. Nothing else in the packag
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -160,3 +160,45 @@ def crashed_worker_id(report: pytest.TestReport) -> str:
     to the WorkerController (xdist >= 1.x), whose gateway id names the worker."""
     gateway = getattr(getattr(report, "node", None), "gateway", None)
     return str(getattr(gateway, "id", "?"))
+
+
+# -- pytest-xdist's channel from a worker to the controller (xdist >= 2) ----------------------
+
+# The event a worker sends when an item's run protocol ended; the controller hands it to the
+# scheduler alone (``DSession.worker_runtest_protocol_complete`` calls ``mark_test_complete``).
+_PROTOCOL_COMPLETE = "runtest_protocol_complete"
+
+
+def controller_channel(config: pytest.Config) -> Callable[[str], None] | None:
+    """On an xdist worker: a function that sends a text to the controller's scheduler, None
+    where there is no channel to it.
+
+    No public API sends a plugin's own message. xdist forwards a fixed set of events
+    (``WorkerInteractor.sendevent``, xdist >= 2; ``WorkerController.process_from_remote`` refuses
+    any other name), and every one but ``runtest_protocol_complete`` ends in a pytest hook that
+    every plugin receives: a re-sent ``pytest_runtest_logstart`` is a test start to all of them.
+    So the text goes as that event with the text as its item index, which only the scheduler
+    sees; ``relayed`` tells it from a real index. The interactor is registered without a name:
+    it is found by its class and its ``sendevent``.
+    """
+    interactor = next(
+        (
+            plugin
+            for plugin in config.pluginmanager.get_plugins()
+            if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "sendevent")
+        ),
+        None,
+    )
+    if interactor is None:
+        return None
+
+    def send(text: str) -> None:
+        interactor.sendevent(_PROTOCOL_COMPLETE, item_index=text, duration=0.0)
+
+    return send
+
+
+def relayed(item_index: object) -> str | None:
+    """The text a worker sent through ``controller_channel``, given the item index the
+    scheduler's ``mark_test_complete`` received; None for a real index."""
+    return item_index if isinstance(item_index, str) else None

@@ -185,8 +185,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def phase_node_ids(args: list[str], plan: Path) -> list[str]:
     """The arguments that name phases of the plan by node id."""
+    from .hooks.nodeids import NodeId
+
     target = plan.resolve()
-    return [arg for arg in args if "::" in arg and Path(arg.split("::", 1)[0]).resolve() == target]
+    return [
+        arg
+        for arg in args
+        if (node := NodeId.parse(arg)) is not None and Path(node.file).resolve() == target
+    ]
 
 
 def agent_dirs(config: pytest.Config, settings: Settings, plan: Path, root: Path) -> list[Path]:

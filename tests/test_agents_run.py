@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest import LineMatcher
 
+from pytest_maestro.phase.prompt import SessionContext
+from pytest_maestro.plan import load_plan
 from pytest_maestro.state import read_session
 
 from .helpers import git_repo, write_plan
@@ -375,3 +378,80 @@ def test_dependents_get_the_handoff_of_their_dependencies(pytester: pytest.Pytes
     assert "- key interfaces introduced: none" in prompt
     state = session(pytester).phases["first"]
     assert state.downstream_context["warnings"] == "none"
+
+
+# The session's journal moved out of the way, a folder in its place: the run goes on writing to the
+# journal it holds open, and whoever reads the session from its files now cannot.
+UNREADABLE = 'cd .maestro && for j in plan-*.journal; do mv "$j" moved.journal; mkdir "$j"; done'
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["sequential", "xdist"])
+def test_a_prompt_without_its_dependencies_results_is_a_warning(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    write_plan(
+        pytester,
+        [
+            {"id": "first", "runtime": "shell", "run": [UNREADABLE]},
+            agent_phase("second", "then this", reads=["R"], blocked_by=["first"]),
+        ],
+    )
+    result = pytester.runpytest_subprocess(
+        "--maestro", "plan.yaml", "--maestro-runtime=claude", *workers
+    )
+    result.assert_outcomes(passed=2)
+    [prompt] = prompts(pytester, "second")
+    assert "## Dependency results\n### first: first\nCOMPLETED\n\n" in prompt  # nothing handed on
+    said = (
+        "its prompt went without its dependencies' results (first) and the session's id: "
+        "cannot read the session: Is a directory: *plan-*.journal"
+    )
+    result.stdout.fnmatch_lines([f"phase 'second': warning: {said}"])  # the run's summary
+    log = (pytester.path / ".maestro" / "logs" / "second.log").read_text()
+    assert LineMatcher(log.splitlines()).fnmatch_lines([f"--- warning: {said}"]) is None
+
+
+def test_a_session_that_cannot_be_read_leaves_the_prompt_without_it(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("phases:\n  - {id: a, run: [x]}\n  - {id: b, run: [x], blocked_by: [a]}\n")
+    plan = load_plan(path)
+    missing = tmp_path / ".maestro" / "plan.md"
+    first = SessionContext.read(plan, plan.phase("a"), missing)
+    assert first.session_id == "" and first.dependencies == ()
+    assert first.warnings == (
+        "its prompt went without the session's id: cannot read the session: "
+        f"No such file or directory: {missing}",
+    )
+    second = SessionContext.read(plan, plan.phase("b"), missing)
+    assert [(d.id, d.result) for d in second.dependencies] == [("a", None)]
+    assert second.warnings[0].startswith("its prompt went without its dependencies' results (a)")
+
+
+def test_agent_fields_a_cli_is_not_given_are_one_warning(pytester: pytest.Pytester) -> None:
+    agents = pytester.mkdir("agents")
+    careful = "name: careful\nruntime: claude\ntools: Read, Grep\ntemperature: 0.2\n"
+    (agents / "careful.md").write_text(f"---\n{careful}---\nBe careful.\n")
+    (agents / "other.md").write_text("---\nname: other\nruntime: codex\ntools: [Read]\n---\nGo.\n")
+    write_plan(
+        pytester,
+        [
+            agent_phase("a", "x", agent="careful", reads=["R"]),
+            agent_phase("b", "y", agent="careful", reads=["R"]),
+            agent_phase("c", "z", agent="other", reads=["R"]),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*maestro plan warnings*",
+            "agent 'careful' (agents/careful.md): 'temperature' is ignored for runtime 'claude', "
+            "which has no option for it",
+            "agent 'other' (agents/other.md): 'tools' is ignored for runtime 'codex', which has no "
+            "option for it",
+        ]
+    )
+    assert out.count("agent 'careful' (") == 1  # one line, for two phases
+    by_cli = {call["cli"]: call["argv"] for call in calls(pytester.path / "fake-state")}
+    assert "--tools" in by_cli["claude"] and "Read,Grep" in by_cli["claude"]

@@ -1,10 +1,15 @@
-"""Real plans written by other projects (``../shared/corpus``) load as the plans they are.
+"""Real plans written by other projects load as the plans they are.
 
-The expected numbers below were counted by reading the documents, not taken from the readers.
+The documents are not in this repository (they are other projects' files, copied unchanged):
+``MAESTRO_TEST_CORPUS`` names a folder holding the plans below, ``MAESTRO_TEST_SEEDS`` one
+holding the specifications of the orchestrators this tool follows; each test skips without its
+folder. The expected numbers below were counted by reading the documents, not taken from the
+readers.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,12 +19,21 @@ from pytest_maestro.plan.formats import maestro_md, steps, superpowers, tasklist
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CORPUS = SHARED / "corpus"
-SEEDS = SHARED / "seeds"
+
+def folder(variable: str) -> Path | None:
+    named = os.environ.get(variable)
+    return Path(named).resolve() if named and Path(named).is_dir() else None
+
+
+# Where a variable names no folder, a path that is none: the tests that read it skip.
+NOWHERE = Path(__file__).parent / "fixtures" / "no such folder"
+CORPUS = folder("MAESTRO_TEST_CORPUS") or NOWHERE
+SEEDS = folder("MAESTRO_TEST_SEEDS") or NOWHERE
 MARKDOWN_READERS = (maestro_md, tasklist, steps, superpowers)
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not available")
+pytestmark = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason="MAESTRO_TEST_CORPUS names no folder of real plans"
+)
 
 
 def corpus_plan(name: str) -> Plan:
@@ -59,7 +73,7 @@ def test_corpus_documents_that_are_not_plans(name: str) -> None:
         load_plan(CORPUS / name)
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="../shared/seeds is not available")
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="MAESTRO_TEST_SEEDS names no folder")
 @pytest.mark.parametrize(
     "name",
     [

@@ -1,4 +1,5 @@
-"""Real xdist workers: dependencies, file conflicts, idle workers, crashes (DESIGN §5)."""
+"""Real xdist workers: dependencies, file conflicts, idle workers, crashes (docs/architecture.md,
+"The scheduler's sync item")."""
 
 from __future__ import annotations
 
@@ -215,6 +216,42 @@ def test_worker_crash_fails_that_phase_only(pytester: pytest.Pytester) -> None:
     (kept,) = (pytester.path / ".maestro" / "replaced" / "crash").glob("*-interrupted/data.txt")
     assert kept.read_text() == "the user's\nhalf\n"
     result.stdout.fnmatch_lines(["its worker crashed: phase 'crash': restored data.txt *"])
+
+
+# A plugin of the user's that asks once for a phase whose worker crashed, as xdist documents.
+RUN_AGAIN_ONCE = """
+import pytest
+
+ASKED = set()
+
+def pytest_handlecrashitem(crashitem, report, sched):
+    if crashitem not in ASKED:
+        ASKED.add(crashitem)
+        sched.mark_test_pending(crashitem)
+        report.outcome = "rerun"
+"""
+
+
+def test_a_crashed_phase_runs_again_when_a_plugin_asks(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RUN_AGAIN_ONCE)
+    crash_once = "if [ ! -e crashed ]; then touch crashed; kill -9 $PPID; fi"
+    write_plan(
+        pytester,
+        [
+            {
+                "id": "flaky",
+                "run": [STAMP.format(what="start"), crash_once, STAMP.format(what="end")],
+            },
+            timed("after", 0.1, blocked_by=["flaky"]),
+        ],
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
+    result.assert_outcomes(passed=2)
+    assert set(spans(pytester.path)) == {"flaky", "after"}
+    (session_file,) = (pytester.path / ".maestro").glob("plan-*.md")
+    doc = read_session(session_file)
+    assert doc.phases["flaky"].status == Status.COMPLETED
+    assert doc.phases["after"].status == Status.COMPLETED
 
 
 def test_waves_schedule_waits_for_each_wave(pytester: pytest.Pytester) -> None:

@@ -70,6 +70,34 @@ def test_progress_lines_in_a_run_whose_output_is_not_a_terminal(
     assert not [line for line in out if re.fullmatch(r"[.F]+", line.strip())]
 
 
+# A plugin of the user's: it counts the test starts each process tells it of.
+COUNTING_STARTS = """
+WHO = ["controller"]
+
+def pytest_configure(config):
+    WHO[0] = getattr(config, "workerinput", {}).get("workerid", "controller")
+
+def pytest_runtest_logstart(nodeid, location):
+    with open("starts.txt", "a") as out:
+        out.write(f"{WHO[0]} {nodeid}\\n")
+"""
+
+
+def test_other_plugins_see_one_start_per_phase(pytester: pytest.Pytester) -> None:
+    """Progress events are no test starts: a plugin that counts starts sees pytest's own, one
+    per phase in each process, and no more; and the progress lines are printed all the same."""
+    _chain(pytester)
+    pytester.makeconftest(COUNTING_STARTS)
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    assert len(_events(result.stdout.lines)) == 5
+    starts = (pytester.path / "starts.txt").read_text().splitlines()
+    by_controller = sorted(line.split()[1] for line in starts if line.startswith("controller "))
+    assert by_controller == ["plan.yaml::a", "plan.yaml::b", "plan.yaml::c"]  # c: skipped there
+    on_workers = sorted(line.split()[1] for line in starts if line.startswith("gw"))
+    assert on_workers == ["plan.yaml::a", "plan.yaml::b"]
+
+
 def _in_a_terminal(cwd: Path, *args: str) -> str:
     """What pytest writes when its output is a terminal (a pseudo-terminal here), as text."""
     pty = pytest.importorskip("pty")

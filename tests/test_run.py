@@ -388,6 +388,7 @@ def test_runtime_no_plugin_provides_is_refused_before_running(pytester: pytest.P
 SYNC_WATCH = """
 from pathlib import Path
 
+from pytest_maestro.hooks.nodeids import phase_id
 from pytest_maestro.state import journal
 from pytest_maestro.state.journal import read_journal
 
@@ -413,7 +414,7 @@ def pytest_configure(config):
 def pytest_runtest_logreport(report):
     if ON_WORKER or report.when != "call":
         return
-    phase = report.nodeid.rsplit("::", 1)[1]
+    phase = phase_id(report.nodeid)
     status = "completed" if report.passed else "failed"
     last = SYNCED[-1] if SYNCED else []
     synced = any(e.get("phase") == phase and e.get("status") == status for e in last)

@@ -13,7 +13,7 @@ import pytest
 from pytest_maestro.plan.model import Phase
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest, AgentResult
 from pytest_maestro.runtimes.agents import Agent
-from pytest_maestro.runtimes.cli import CliRuntime, judge, retry_after
+from pytest_maestro.runtimes.cli import CliRuntime, ignored_fields, judge, retry_after
 from pytest_maestro.runtimes.cli import Reply as CliReply
 from pytest_maestro.runtimes.command import TemplateError, expand
 
@@ -102,6 +102,47 @@ def test_edits_need_consent(name: str, tmp_path: Path, state: Path) -> None:
     assert allowed.status == "completed"
     assert (tmp_path / "out.txt").read_text() == "hello\n"
     assert RUNTIMES[name].autonomy  # the consent message can say what it allows
+
+
+# An agent's ``tools:`` as each CLI that takes one gets it: the only tools the model is offered
+# (never the approval lists, which would let it edit without --maestro-autonomous).
+TOOLS = {
+    "claude": (("Read", "Grep"), ("Read", "Write"), ["--tools", "Read,Grep"]),
+    "copilot": (("view",), ("view", "create"), ["--available-tools", "view"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_an_agent_s_tools_are_all_the_cli_offers(name: str, tmp_path: Path, state: Path) -> None:
+    reading, writing, flags = TOOLS[name]
+    prompt = "Attempt: 1\nFAKE:EDIT out.txt=hello\n"
+    run(name, tmp_path, prompt, autonomous=True, agent=Agent("reader", tools=reading))
+    assert not (tmp_path / "out.txt").exists()  # offered no tool that writes, consent or not
+    argv = [str(arg) for arg in calls(state)[0]["argv"]]  # type: ignore[union-attr]
+    assert any(argv[i : i + len(flags)] == flags for i in range(len(argv)))
+    run(name, tmp_path, prompt, autonomous=True, agent=Agent("writer", tools=writing))
+    assert (tmp_path / "out.txt").read_text() == "hello\n"
+    run(name, tmp_path, prompt, agent=Agent("writer", tools=writing))  # no consent: no edit
+    assert (tmp_path / "out.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "ignored"),
+    [
+        ("claude", ("temperature",)),
+        ("copilot", ("temperature",)),
+        ("codex", ("tools", "temperature")),
+        ("gemini", ("tools", "temperature")),
+        ("opencode", ("tools", "temperature")),
+        ("command", ("tools", "temperature")),
+        ("shell", ()),  # no agent CLI: an agent there gives a timeout, no tools
+    ],
+)
+def test_the_agent_fields_a_runtime_is_not_given(name: str, ignored: tuple[str, ...]) -> None:
+    agent = Agent("a", tools=("Read",), temperature=0.2)
+    assert ignored_fields(agent, RUNTIMES[name]) == ignored
+    assert ignored_fields(Agent("plain"), RUNTIMES[name]) == ()
+    assert ignored_fields(agent, object()) == ()  # another plugin's runtime: it says nothing
 
 
 @pytest.mark.parametrize("name", AGENT_CLIS)

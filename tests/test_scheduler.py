@@ -1,4 +1,5 @@
-"""DependencyScheduling without processes: fake workers that record what they were sent (DESIGN §5).
+"""DependencyScheduling without processes: fake workers that record what they were sent
+(docs/architecture.md, "The scheduler's sync item").
 
 The session is the plugin's own, configured by pytest from a small plan; the workers are fakes in
 the style of pytest-xdist's scheduler tests. A phase's outcome reaches the controller the way a
@@ -18,6 +19,7 @@ import pytest
 from pytest_maestro.hooks import scheduler as scheduler_module
 from pytest_maestro.hooks.collect import ORCHESTRATOR_KEY, SYNC_NAME
 from pytest_maestro.hooks.scheduler import DependencyScheduling
+from pytest_maestro.phase.events import STARTED, PhaseEvent
 from pytest_maestro.phase.facts import PhaseFacts
 from pytest_maestro.run.orchestrator import Orchestrator
 from pytest_maestro.settings import OPTIONS
@@ -136,6 +138,20 @@ class Run:
         report = pytest.TestReport(nodeid, location, {}, outcome, longrepr, "call")
         PhaseFacts(phase_id, status, worker=node.gateway.id).attach(report)
         self.sched.config.hook.pytest_runtest_logreport(report=report)
+
+    def report_crash(self, node: FakeNode, crashitem: str) -> pytest.TestReport:
+        """What xdist does once ``remove_node`` named the phase its dead worker ran
+        (``DSession.handle_crashitem``): the crash goes to ``pytest_handlecrashitem``, where a
+        plugin may ask for the phase again, then its report to ``pytest_runtest_logreport``."""
+        why = f"worker {node.gateway.id!r} crashed while running {crashitem!r}"
+        report = pytest.TestReport(
+            crashitem, ("plan.yaml", None, "plan.yaml"), {}, "failed", why, "???"
+        )  # type: ignore[arg-type]
+        report.node = node  # type: ignore[attr-defined]
+        hook = self.sched.config.hook
+        hook.pytest_handlecrashitem(crashitem=crashitem, report=report, sched=self.sched)
+        hook.pytest_runtest_logreport(report=report)
+        return report
 
     def run_to_end(self, pick: Callable[[list[str]], str], limit: int = 100) -> None:
         for _ in range(limit):
@@ -357,6 +373,18 @@ def test_idle_worker_gets_work_when_the_phase_completes_not_the_sync_item(
     assert run.sched.tests_finished
 
 
+def test_a_message_from_a_worker_is_no_completion(make_run: Callable[..., Run]) -> None:
+    """What a running phase says reaches the scheduler as xdist's completion event with a text
+    for its index (``_compat.controller_channel``): it frees no worker and starts nothing."""
+    run = make_run([phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    run.add_workers("gw0", "gw1")
+    said = PhaseEvent("a", STARTED, worker="gw0").to_wire()
+    run.sched.mark_test_complete(run.out["a"], said)  # type: ignore[arg-type]
+    assert run.sent_phases() == ["a"] and "a" in run.out
+    run.run_to_end(first_out)
+    assert run.sent_phases() == ["a", "b"]
+
+
 def test_failed_phase_skips_its_dependents_without_sending_them(
     make_run: Callable[..., Run],
 ) -> None:
@@ -398,6 +426,7 @@ def test_removed_worker_fails_its_phase_and_the_rest_runs_on(
     assert run.sent_phases() == ["a"]  # b waits for a's file
     crashed = run.out.pop("a")
     assert run.sched.remove_node(crashed) == PREFIX + "a"  # type: ignore[arg-type]
+    run.report_crash(crashed, PREFIX + "a")
     assert run.maestro.run.outcomes == {"a": "failed", "needs-a": "skipped"}
     assert run.log.skipped() == {"needs-a": "Skipped: dependency 'a' failed"}
     assert crashed not in run.sched.nodes
@@ -409,6 +438,52 @@ def test_removed_worker_fails_its_phase_and_the_rest_runs_on(
     assert run.sent_phases() == ["a", "b", "needs-b"]
     assert len(crashed.sent) == 1
     assert run.sched.tests_finished
+
+
+class RunAgain:
+    """A plugin that asks for a crashed phase again, as xdist's documentation shows (and as
+    pytest-rerunfailures does under ``--reruns``)."""
+
+    def pytest_handlecrashitem(
+        self, crashitem: str, report: pytest.TestReport, sched: DependencyScheduling
+    ) -> None:
+        sched.mark_test_pending(crashitem)
+        report.outcome = "rerun"  # type: ignore[assignment]
+
+
+def test_a_crashed_phase_asked_for_again_runs_again_first(
+    make_run: Callable[..., Run],
+) -> None:
+    run = make_run(
+        [
+            phase("a", "true", files={"create": ["x.txt"]}),
+            phase("needs-a", "true", blocked_by=["a"]),
+            phase("b", "true", files={"modify": ["x.txt"]}),
+            phase("c", "true"),
+        ]
+    )
+    run.sched.config.pluginmanager.register(RunAgain(), "run-again")
+    run.add_workers("gw0", "gw1")
+    assert sorted(run.sent_phases()) == ["a", "c"]  # b waits for a's file
+    crashed = run.out.pop("a")
+    assert run.sched.remove_node(crashed) == PREFIX + "a"  # type: ignore[arg-type]
+    report = run.report_crash(crashed, PREFIX + "a")
+    assert PhaseFacts.of(report) is None  # no failure: the crash report says "rerun"
+    assert run.maestro.run.outcomes == {}  # nothing failed, nothing is skipped
+    assert run.log.skipped() == {}
+    run.finish("c")  # the first worker free takes a again, before b, which a still holds back
+    assert run.sent_phases()[-1] == "a" and run.out["a"].gateway.id == "gw1"
+    run.run_to_end(first_out)
+    assert sorted(run.sent_phases()) == ["a", "a", "b", "c", "needs-a"]
+    assert run.maestro.run.outcomes == dict.fromkeys(["a", "b", "c", "needs-a"], "completed")
+    assert run.sched.tests_finished
+
+
+def test_only_a_crashed_phase_can_be_asked_for_again(make_run: Callable[..., Run]) -> None:
+    run = make_run([phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    run.add_workers("gw0")
+    with pytest.raises(ValueError, match="phase 'b' is not a crashed phase"):
+        run.sched.mark_test_pending(PREFIX + "b")
 
 
 def test_removed_idle_worker_returns_no_phase(make_run: Callable[..., Run]) -> None:

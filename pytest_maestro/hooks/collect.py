@@ -135,4 +135,5 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         unverified=outcome.unverified or None,
         downstream=dict(handoff.downstream) or None,
         outside=list(outcome.outside) or None,
+        warnings=list(outcome.warnings) or None,
     )

@@ -9,13 +9,11 @@ phase's finish line stands in for its result letter, and results are written wit
 path in front (as xdist writes them): otherwise each line would leave a lone letter, or a path,
 on a line of its own. ``-v`` keeps pytest's result lines as they are.
 
-How an xdist worker's events reach the controller: the worker calls ``pytest_runtest_logstart``
-again for the phase it runs, with the event in the location's last element (as
-pytest-rerunfailures calls it again for each rerun). xdist forwards every logstart to the
-controller at once over its own channel, so this needs no shared file system (remote workers
-work) and no private API; pytest's terminal reporter prints nothing for it at the default
-verbosity and, at ``-v``, the phase's node id, as for any start under xdist. Finishes need no
-message: the controller reads them from the phase's report.
+How an xdist worker's events reach the controller: over xdist's own channel from the worker to
+the controller's scheduler (``_compat.controller_channel``), which hands them to ``heard`` here.
+No other plugin receives them: they are no test start, no report, no warning. They need no
+shared file system (remote workers work). Finishes need no message: the controller reads them
+from the phase's report.
 """
 
 from __future__ import annotations
@@ -26,14 +24,13 @@ from typing import Any
 
 import pytest
 
-from .._compat import outside_capture
+from .._compat import controller_channel, outside_capture
 from ..phase.events import PhaseEvent
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
 from ..state.model import Status
 
-# Marks a location that carries an event, not a place in the plan.
-EVENT_DOMAIN = "maestro-progress "
+PLUGIN_NAME = "maestro-progress"
 LOCAL_WORKER = "main"  # as PhaseFacts name the process of a run without xdist
 _COLOURS = {
     Status.COMPLETED: {"green": True},
@@ -47,20 +44,20 @@ def register(config: pytest.Config, maestro: Orchestrator) -> None:
     send on from an xdist worker."""
     if maestro.run.decides:
         lines = ProgressLines(config)
-        config.pluginmanager.register(lines, "maestro-progress")
+        config.pluginmanager.register(lines, PLUGIN_NAME)
         maestro.progress = lines.here
     else:
         worker = str(getattr(config, "workerinput", {}).get("workerid", "?"))
-        sender = EventSender(config, worker)
-        config.pluginmanager.register(sender, "maestro-progress")
-        maestro.progress = sender.send
+        maestro.progress = EventSender(config, worker).send
 
 
-def event_of(location: tuple[str, int | None, str]) -> PhaseEvent | None:
-    domain = location[2] if len(location) > 2 else ""
-    if not isinstance(domain, str) or not domain.startswith(EVENT_DOMAIN):
-        return None
-    return PhaseEvent.from_wire(domain[len(EVENT_DOMAIN) :])
+def heard(config: pytest.Config, wire: str) -> None:
+    """An event a worker sent (the scheduler hears it on the controller): printed, unless it is
+    none this version can read."""
+    lines = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    event = PhaseEvent.from_wire(wire)
+    if isinstance(lines, ProgressLines) and event is not None:
+        lines.show(event)
 
 
 class ProgressLines:
@@ -97,12 +94,6 @@ class ProgressLines:
         )
 
     @pytest.hookimpl
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        event = event_of(location)
-        if event is not None:
-            self.show(event)
-
-    @pytest.hookimpl
     def pytest_sessionstart(self) -> None:
         if self.on and self.config.get_verbosity() == 0:
             self.terminal.showfspath = False
@@ -137,19 +128,10 @@ class EventSender:
     def __init__(self, config: pytest.Config, worker: str) -> None:
         self.config = config
         self.worker = worker
-        self.current: tuple[str, tuple[str, int | None, str]] | None = None
-
-    @pytest.hookimpl
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        if event_of(location) is None:
-            self.current = (nodeid, location)
+        self.channel = controller_channel(config)
 
     def send(self, event: PhaseEvent) -> None:
         # A worker has the controller's options: under -q the controller would print nothing.
-        if self.current is None or self.config.get_verbosity() < 0:
+        if self.channel is None or self.config.get_verbosity() < 0:
             return
-        nodeid, (path, line, _) = self.current
-        wire = replace(event, worker=self.worker).to_wire()
-        self.config.hook.pytest_runtest_logstart(
-            nodeid=nodeid, location=(path, line, EVENT_DOMAIN + wire)
-        )
+        self.channel(replace(event, worker=self.worker).to_wire())

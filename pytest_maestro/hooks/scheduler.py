@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
-from .._compat import WorkerController, set_collected_count, xdist_shutting_down
+from .._compat import WorkerController, relayed, set_collected_count, xdist_shutting_down
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
 from ..scheduling.jobs import plan_jobs
 from ..scheduling.policy import DagPolicy, Policy, WavePolicy
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
+from .nodeids import NodeId
+from .progress import heard
 from .skips import report_skip
 
 
@@ -34,9 +36,12 @@ class DependencyScheduling:
         self.collection: list[str] | None = None
         self.node_ids: dict[str, int] = {}  # node id -> index in the collection
         self.sync_index = -1
+        self.sync: NodeId | None = None  # the sync item, whose file is the plan's
         self.running: dict[WorkerController, str | None] = {}  # worker -> phase it runs
         self.policy: Policy | None = None
         self.last_start = 0.0
+        self.crashed: set[str] = set()  # phases whose worker died, until the crash is judged
+        self.again: list[str] = []  # crashed phases to run again, before anything else starts
 
     # -- the xdist Scheduling protocol ------------------------------------------------------
 
@@ -64,19 +69,24 @@ class DependencyScheduling:
         if self.collection is None:
             self.collection = list(collection)
             self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
-            self.sync_index = next(
-                (n for n, nodeid in enumerate(collection) if nodeid.endswith("::" + SYNC_NAME)),
-                -1,
+            nodes = [NodeId.parse(nodeid) for nodeid in collection]
+            self.sync_index, self.sync = next(
+                ((n, node) for n, node in enumerate(nodes) if node and node.name == SYNC_NAME),
+                (-1, None),
             )
-            if self.sync_index < 0:
+            if self.sync is None:
                 # The plan failed to collect (xdist shows the worker's error): run nothing.
                 self.policy = DagPolicy([], 1)
         elif list(collection) != self.collection:
             raise pytest.UsageError(f"worker {node.gateway.id} collected a different plan")
 
     def mark_test_complete(
-        self, node: WorkerController, item_index: int, duration: float = 0
+        self, node: WorkerController, item_index: int | str, duration: float = 0
     ) -> None:
+        message = relayed(item_index)
+        if message is not None:  # what a phase running on the worker says: no completion
+            heard(self.config, message)
+            return
         if item_index == self.sync_index:
             return
         phase_id = self.running[node]
@@ -86,7 +96,28 @@ class DependencyScheduling:
         self.schedule()
 
     def mark_test_pending(self, item: str) -> None:
-        raise NotImplementedError("pytest-maestro schedules phases itself")
+        """Run a phase whose worker crashed again, as a ``pytest_handlecrashitem`` may ask (xdist
+        documents it so): it goes to the next idle worker before anything else starts, and the
+        policy keeps it running meanwhile, its files and its slot held, so that nothing that
+        conflicts with it starts on the files its crash left put back."""
+        crashed = NodeId.of(item).name
+        if crashed not in self.crashed:
+            raise ValueError(f"phase {crashed!r} is not a crashed phase waiting for a verdict")
+        self.crashed.remove(crashed)
+        self.again.append(crashed)
+
+    def judge_crash(self, crashitem: str) -> bool:
+        """After every ``pytest_handlecrashitem``: a crashed phase that no plugin asked to run
+        again failed (what it blocks is skipped, and what it held back may start). True then:
+        the crash report gets its facts."""
+        crashed = NodeId.of(crashitem).name
+        failed = crashed in self.crashed
+        if failed:
+            self.crashed.remove(crashed)
+            self.run.record(PhaseFacts(crashed, Status.FAILED))  # its crash report follows
+            self._finish(crashed)
+        self.schedule()
+        return failed
 
     def remove_pending_tests_from_node(
         self, node: WorkerController, indices: Sequence[int]
@@ -94,21 +125,20 @@ class DependencyScheduling:
         raise NotImplementedError("pytest-maestro does not steal work")
 
     def remove_node(self, node: WorkerController) -> str | None:
-        """A crashed worker: its phase failed (xdist reports it), what that blocks is skipped.
-
-        What the phase held back (its files, the concurrency limit) may start on idle workers now:
-        xdist schedules again only when a replacement worker has collected.
+        """A crashed worker: what its phase's commands still run is ended and its files are put
+        back. xdist then reports the crash (``pytest_handlecrashitem``): unless a plugin asks for
+        the phase again, it failed, what it blocks is skipped, and what it held back (its files,
+        the concurrency limit) may start on idle workers at once (``judge_crash``), not only once
+        a replacement worker has collected.
         """
-        phase_id = self.running.pop(node)
-        if phase_id is None:
+        crashed = self.running.pop(node)
+        if crashed is None:
             return None
-        self.maestro.end_running(phase_id)  # what the crashed phase's commands still run
+        self.maestro.end_running(crashed)  # what the crashed phase's commands still run
         if self.maestro.recorder is not None:  # then its files, before another phase writes them
-            self.maestro.notes += self.maestro.recorder.crashed(phase_id)
-        self.run.record(PhaseFacts(phase_id, Status.FAILED))  # its crash report follows
-        self._finish(phase_id)
-        self.schedule()
-        return self._nodeid(phase_id)
+            self.maestro.notes += self.maestro.recorder.crashed(crashed)
+        self.crashed.add(crashed)
+        return self._nodeid(crashed)
 
     def schedule(self) -> None:
         if self.collection is None:
@@ -116,6 +146,9 @@ class DependencyScheduling:
         if self.policy is None:
             self.policy = self._start_policy()
         idle = [node for node, phase in self.running.items() if phase is None]
+        while idle and self.again and not self._stopping():  # still running for the policy
+            self._stagger()
+            self._send(idle.pop(0), self.again.pop(0))
         while idle and not self._stopping():
             job = self.policy.next_job()
             if job is None:
@@ -124,8 +157,11 @@ class DependencyScheduling:
             node = idle.pop(0)
             self.policy.start(job)
             self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
-            self.running[node] = job
-            node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
+            self._send(node, job)
+
+    def _send(self, node: WorkerController, job: str) -> None:
+        self.running[node] = job
+        node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -133,11 +169,7 @@ class DependencyScheduling:
         """Report what must not run at all, then hand the rest to the policy."""
         assert self.collection is not None
         maestro, run = self.maestro, self.run
-        selected = [
-            nodeid.rsplit("::", 1)[1]
-            for nodeid in self.collection
-            if not nodeid.endswith("::" + SYNC_NAME)
-        ]
+        selected = [node.name for node in map(NodeId.of, self.collection) if node.name != SYNC_NAME]
         run.select(selected)
         refusal = maestro.cannot_run(selected)
         if refusal is not None:
@@ -164,9 +196,8 @@ class DependencyScheduling:
             report_skip(self.config, self.maestro.plan, self._nodeid(job), reason)
 
     def _nodeid(self, phase_id: str) -> str:
-        assert self.collection is not None
-        prefix = self.collection[self.sync_index].rsplit("::", 1)[0]
-        return f"{prefix}::{phase_id}"
+        assert self.sync is not None
+        return str(self.sync.sibling(phase_id))
 
     def _uncount_sync_item(self, collected: int) -> None:
         """xdist counts the hidden sync item as a test (again at each worker's collection);

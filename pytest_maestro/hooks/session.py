@@ -23,6 +23,7 @@ from ..views.outputs import summary_lines
 from . import junit
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .header import header_lines
+from .nodeids import NodeId
 from .skips import report_skip
 
 # The terminal's category for a phase completed before this run.
@@ -192,7 +193,8 @@ class MaestroSession:
             )
         for note in self.maestro.notes:
             terminalreporter.line(note)
-        warnings = [*self.maestro.plan.warnings, *self.maestro.warnings]
+        maestro = self.maestro
+        warnings = [*maestro.plan.warnings, *maestro.warnings, *maestro.ignored_agent_fields()]
         if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
             for warning in warnings:
@@ -234,7 +236,7 @@ class MaestroSession:
                 if isinstance(item, PhaseItem) and item.phase.id == phase_id:
                     return item.nodeid
         known = next(iter(self.nodeids.values()), None)  # under xdist: as reports name phases
-        return f"{known.rsplit('::', 1)[0]}::{phase_id}" if known else None
+        return str(NodeId.of(known).sibling(phase_id)) if known else None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

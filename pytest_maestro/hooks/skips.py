@@ -12,10 +12,11 @@ import pytest
 
 from ..phase.facts import PhaseFacts, SkipReason
 from ..plan import Plan
+from .nodeids import phase_id
 
 
 def report_skip(config: pytest.Config, plan: Plan, nodeid: str, reason: SkipReason) -> None:
-    phase = plan.phase(nodeid.rsplit("::", 1)[1])
+    phase = plan.phase(phase_id(nodeid))
     location = (str(plan.path), (phase.line or 1) - 1, f"phase {phase.id}: {phase.name}")
     longrepr = (str(plan.path), phase.line or 0, f"Skipped: {reason.text}")
     facts = PhaseFacts.skipped(phase.id, reason)

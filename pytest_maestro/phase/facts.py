@@ -98,6 +98,7 @@ class PhaseFacts:
     unverified: bool | None = None  # passed on the agent's word: no check could fail it
     downstream: dict[str, str] | None = None  # the agent's Downstream Context
     outside: list[str] | None = None  # files the agent changed outside the declared ones
+    warnings: list[str] | None = None  # what the phase went without, for the run's summary
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # from the wire: its text

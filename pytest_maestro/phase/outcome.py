@@ -65,6 +65,7 @@ class PhaseOutcome:
     # or why they could not be put back.
     put_back: tuple[Restored, ...] = ()
     not_put_back: str | None = None
+    warnings: tuple[str, ...] = ()  # what it went without (its prompt lacked its dependencies')
 
     @property
     def ok(self) -> bool:

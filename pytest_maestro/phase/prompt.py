@@ -8,12 +8,16 @@ their check commands, on a retry what failed, and the required output format.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..plan import Phase, Plan
+from ..processes.process import PhaseLog
 from ..runtimes.agents import Agent
+from ..state import StateError, read_session
+from ..texts import os_error_text
 
 if TYPE_CHECKING:
     from .outcome import Attempt
@@ -59,6 +63,58 @@ class PromptContext:
     other_agents: tuple[str, ...] = ()  # named by the phase besides the one that runs it
     wave: int = 1  # the phase's wave: Maestro's batch
     runtime: str = "agent"  # who runs the phase when no agent is named
+    warnings: tuple[str, ...] = ()  # what it lacks that it should have: for the log and summary
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What the prompt takes from the session: its id, what the dependencies handed on, and a
+    warning when the session could not be read (the prompt then goes without them)."""
+
+    session_id: str
+    dependencies: tuple[DependencyResult, ...]
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, plan: Plan, phase: Phase, snapshot: Path) -> SessionContext:
+        """From the session file (``read_session``: the snapshot with its journal replayed), not
+        from memory: a worker sees what the controller wrote, durably, before the policy let the
+        phase start."""
+        try:
+            doc = read_session(snapshot)
+        except (OSError, StateError) as exc:
+            why = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            deps = ", ".join(phase.blocked_by)
+            lacks = f"its dependencies' results ({deps}) and " if deps else ""
+            results = tuple(DependencyResult(d, plan.phase(d).name) for d in phase.blocked_by)
+            warning = f"its prompt went without {lacks}the session's id: cannot read the session: "
+            return cls("", results, (warning + why,))
+        states = doc.phases
+        dependencies = tuple(
+            DependencyResult(
+                dep,
+                plan.phase(dep).name,
+                states[dep].result if dep in states else None,
+                states[dep].downstream_context if dep in states else {},
+            )
+            for dep in phase.blocked_by
+        )
+        return cls(doc.session_id, dependencies)
+
+
+def prompter(context: PromptContext, log: Path) -> Callable[[Phase, int, Attempt | None], str]:
+    """``build_prompt`` for a phase's runner, which calls it under each attempt's header in the
+    phase's log, held open meanwhile: an attempt whose prompt goes without something it should
+    have says so there."""
+
+    def prompt(phase: Phase, attempt: int, previous: Attempt | None) -> str:
+        held = PhaseLog.held(log)
+        if held is not None:
+            for warning in context.warnings:
+                held.write_line(f"--- warning: {warning}")
+        return build_prompt(context, phase, attempt, previous)
+
+    return prompt
 
 
 def build_prompt(

@@ -7,21 +7,22 @@ answers how a phase runs (runtime, timeout, markers) and runs it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import functools
 import os
 import re
 import signal
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from ..files.places import log_path
 from ..git import commit
 from ..isolation.worktree import Isolation, IsolationError
 from ..phase.budget import Budget
 from ..phase.events import Progress
 from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
-from ..phase.prompt import DependencyResult, PromptContext, build_prompt
+from ..phase.prompt import PromptContext, SessionContext, prompter
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.errors import location
@@ -31,8 +32,9 @@ from ..processes.leftovers import end_groups, read_running_record, running_recor
 from ..processes.process import KILL_GRACE
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry, generic_agent, normalise
+from ..runtimes.cli import ignored_field_lines
 from ..settings import Settings, SettingsError
-from ..state import SessionDoc, SessionPaths, StateError, Status, read_session
+from ..state import SessionPaths, StateError, Status
 from ..state.aside import move_aside
 from ..texts import os_error_text
 from ..views.outputs import Written, write_outputs
@@ -215,6 +217,11 @@ class Orchestrator:
             )
         return None
 
+    def ignored_agent_fields(self) -> list[str]:
+        """A line for each agent whose ``tools:`` or ``temperature:`` its runtime is not given."""
+        uses = ((self.defined_agent(p), self.runtime_name(p) or "") for p in self.plan.phases)
+        return ignored_field_lines((a, n, self.runtimes.get(n)) for a, n in uses if a)
+
     def markers(self, phase: Phase) -> list[str]:
         names = [f"wave_{self.graph.wave(phase.id)}"]
         if phase.agent:
@@ -318,6 +325,7 @@ class Orchestrator:
                 f"phase {phase.id!r} passed unverified: no acceptance command checked the "
                 "agent's work"
             )
+        self.notes += [f"phase {phase.id!r}: warning: {w}" for w in facts.warnings or ()]
         if ran and facts.status == Status.COMPLETED and self.settings.commit:
             said = commit(self.root, phase.files.all(), f"{phase.id}: {phase.name}")
             self.notes.append(f"phase {phase.id!r}: {said}")
@@ -366,8 +374,8 @@ class Orchestrator:
             plan_path=self.plan_path,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
-        runner = PhaseRunner(config, runtime, functools.partial(build_prompt, context))
-        return runner.run(phase)
+        runner = PhaseRunner(config, runtime, prompter(context, log_path(self.log_dir, phase.id)))
+        return dataclasses.replace(runner.run(phase), warnings=context.warnings)
 
     def concurrent_files(self, phase: Phase) -> frozenset[str]:
         """Files declared by phases that may run beside this one (on other xdist workers): a
@@ -384,31 +392,16 @@ class Orchestrator:
     def prompt_context(self, phase: Phase) -> PromptContext:
         """The agent, the session and what the phase's dependencies handed on, read from the
         session file (a worker reads it too: the controller wrote them before sending it)."""
-        doc = self._saved_session()
-        states = doc.phases if doc else {}
-        dependencies = tuple(
-            DependencyResult(
-                dep,
-                self.plan.phase(dep).name,
-                states[dep].result if dep in states else None,
-                states[dep].downstream_context if dep in states else {},
-            )
-            for dep in phase.blocked_by
-        )
+        session = SessionContext.read(self.plan, phase, self.paths.snapshot)
         return PromptContext(
             self.plan,
             self.agent(phase),
-            doc.session_id if doc else "",
-            dependencies,
+            session.session_id,
+            session.dependencies,
             wave=self.graph.wave(phase.id),
             runtime=self.runtime_name(phase) or "agent",
+            warnings=session.warnings,
         )
-
-    def _saved_session(self) -> SessionDoc | None:
-        try:
-            return read_session(self.paths.snapshot)
-        except (OSError, StateError):
-            return None
 
 
 def edits(phase: Phase) -> bool:

@@ -27,6 +27,7 @@ class ClaudeRuntime(CliRuntime):
     name = "claude"
     executable = "claude"
     autonomy = "--permission-mode bypassPermissions: edits files and runs commands without asking"
+    agent_fields = frozenset({"tools"})
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
@@ -36,6 +37,8 @@ class ClaudeRuntime(CliRuntime):
             args += ["--max-turns", str(request.agent.max_turns)]
         if request.budget_usd is not None:
             args += ["--max-budget-usd", f"{request.budget_usd:.4f}"]
+        if request.agent and request.agent.tools:  # what it may use; asking is the mode's
+            args += ["--tools", ",".join(request.agent.tools)]
         # Stated either way: a user's settings may default to a mode that asks, which in a pipe
         # would deny silently or wait.
         mode = "bypassPermissions" if request.autonomous else "dontAsk"

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 from ..numbers import NumberError, reply_dollars, reply_tokens
 from ..processes.process import PhaseLog, ProcessResult, run_process
 from ..state.model import Status, Tokens
-from ..texts import one_line
+from ..texts import one_line, shown
 from .activity import Feed, Reader
+from .agents import Agent
 from .base import AgentRequest, AgentResult
 from .handoff import parse_handoff
 from .prices import estimate
@@ -61,6 +63,36 @@ _UNITS = {"s": 1, "m": 60, "h": 3600}
 _RETRYING = re.compile(r"\bretrying\b", re.IGNORECASE)
 
 
+AGENT_FIELDS = ("tools", "temperature")  # what an agent may set that some CLIs have no option for
+
+
+def ignored_fields(agent: Agent, runtime: object) -> tuple[str, ...]:
+    """The fields ``agent`` sets that ``runtime`` is not given: none for a runtime that does not
+    say which it takes (the shell, another plugin's)."""
+    takes = getattr(runtime, "agent_fields", None)
+    if not isinstance(takes, frozenset):
+        return ()
+    given = {"tools": bool(agent.tools), "temperature": agent.temperature is not None}
+    return tuple(name for name in AGENT_FIELDS if given[name] and name not in takes)
+
+
+def ignored_field_lines(uses: Iterable[tuple[Agent, str, object]]) -> list[str]:
+    """One warning line for each agent and runtime (its name, the runtime) of ``uses`` whose
+    fields the runtime is not given, however many phases they share."""
+    lines: dict[tuple[str, str], str] = {}
+    for agent, name, runtime in uses:
+        fields = ignored_fields(agent, runtime)
+        if fields and (agent.name, name) not in lines:
+            which = " and ".join(f"'{field}'" for field in fields)
+            verb, them = ("is", "it") if len(fields) == 1 else ("are", "them")
+            where = f" ({shown(agent.path, Path.cwd())})" if agent.path else ""
+            lines[agent.name, name] = (
+                f"agent {agent.name!r}{where}: {which} {verb} ignored for runtime {name!r}, "
+                f"which has no option for {them}"
+            )
+    return list(lines.values())
+
+
 @dataclass(frozen=True)
 class Reply:
     """What a CLI printed, read: its final text, whether it says it failed, what it cost."""
@@ -87,6 +119,9 @@ class CliRuntime:
     # What bounds the CLI's own retries of a rate limit, where only its user can set it: named
     # when a call times out while it retries.
     own_retries = ""
+    # The agent fields (``tools``, ``temperature``) the CLI is given; any other that an agent
+    # sets is named in one warning (``ignored_fields``).
+    agent_fields: frozenset[str] = frozenset()
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         raise NotImplementedError

@@ -111,6 +111,7 @@ class CopilotRuntime(CommandRuntime):
 
     name = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
+    agent_fields = frozenset({"tools"})
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         argv = ["copilot", "--output-format", "json", "--no-ask-user", "--no-auto-update"]
@@ -118,6 +119,12 @@ class CopilotRuntime(CommandRuntime):
         if request.autonomous:
             argv.append("--allow-all-tools")
         return tuple(argv)
+
+    def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        """The agent's tools last, as they are (no placeholder reads them): the only tools the
+        model is offered; whether it may use them unasked is ``--allow-all-tools``'s to say."""
+        tools = list(request.agent.tools) if request.agent else []
+        return super().argv(request, prompt_file) + (["--available-tools", *tools] if tools else [])
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
