@@ -224,27 +224,28 @@ for n in range(3):  # gone before this process ends: a zombie would still count 
 def test_rate_limits_are_waited_out_without_counting_attempts(
     pytester: pytest.Pytester, fakes: Path
 ) -> None:
-    # 8 phases at -n 8 against a CLI that refuses more than 3 concurrent calls. While a holder
-    # keeps 3 calls "running", each phase's first call is refused; then they all complete.
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "8"])
+    # 4 phases at -n 4 against a CLI that refuses more than 3 concurrent calls. While a holder
+    # keeps 3 calls "running", each phase's first call is refused, however many run at once;
+    # then they all complete.
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "4"])
     try:
         held = fakes / "running" / "holder-2"
         deadline = time.monotonic() + 60
         while not held.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         task = "FAKE:RATE_LIMIT_OVER=3\nFAKE:SLEEP=0.2"
-        phases = [agent_phase(f"p{n}", task, reads=["R"], max_retries=0) for n in range(8)]
+        phases = [agent_phase(f"p{n}", task, reads=["R"], max_retries=0) for n in range(4)]
         write_plan(pytester, phases)
         result = pytester.runpytest_subprocess(
-            "--maestro", "plan.yaml", "--maestro-runtime=claude", "-n", "8",
+            "--maestro", "plan.yaml", "--maestro-runtime=claude", "-n", "4",
             "--maestro-stagger=0.05", "--maestro-max-wait=120",
         )  # fmt: skip
     finally:
         holder.kill()
         holder.wait()
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=4)
     made = calls(fakes)
-    per_phase = [sum(c["phase_id"] == f"p{n}" for c in made) for n in range(8)]
+    per_phase = [sum(c["phase_id"] == f"p{n}" for c in made) for n in range(4)]
     assert min(per_phase) >= 2  # each was refused at least once and called again
     assert {c["attempt"] for c in made} == {1}  # a wait is not an attempt
     logs = "".join(p.read_text() for p in (pytester.path / ".maestro" / "logs").glob("p*.log"))

@@ -276,7 +276,9 @@ def test_what_ends_on_its_own_while_a_command_runs_is_reaped(pytester: pytest.Py
     # A short job that leaves its group comes to the runner when its parent goes, and dies: a
     # zombie of the runner's until reaped, which must not wait for the command's end.
     zombies = "ps -o stat= --ppid $PPID | grep -c Z"
-    command = f"(setsid true &); sleep 0.3; {zombies} > before; sleep 2; {zombies} > after || true"
+    # Up to 2 s for the runner to reap it, while the command still runs.
+    reaped = f"for _ in $(seq 40); do test $({zombies}) = 0 && break; sleep 0.05; done"
+    command = f"(setsid true &); sleep 0.3; {zombies} > before; {reaped}; {zombies} > after || true"
     write(pytester.path, [{"id": "p", "run": [command], "max_retries": 0}])
     # In a process of its own: in this one, another test's children would be counted too.
     pytester.runpytest_subprocess("--maestro", "plan.yaml").assert_outcomes(passed=1)

@@ -270,7 +270,7 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
 ) -> None:
     root = pytester.path
     (root / "data.txt").write_text("original\n")
-    (root / ".gitignore").write_text(".maestro/\nseen.log\nstarted\n")
+    (root / ".gitignore").write_text(".maestro/\nseen.log\nstarted\nfirst\n")
     for args in (
         ["init", "-q"],
         ["add", "-A"],
@@ -278,13 +278,15 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     ):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     (root / "data.txt").write_text("the user's edit\n")  # uncommitted: git cannot give it back
-    # The phase records what it finds, then leaves its file half-written when killed.
+    # The phase records what it finds, then leaves its file half-written when killed: the
+    # killed run's command works on a second; the next run's does not wait.
     run = [
         "cat data.txt >> seen.log",
-        "echo half >> data.txt; touch started; sleep 1",
+        "echo half >> data.txt; touch started; if rm first 2>/dev/null; then sleep 1; fi",
         "echo done >> data.txt",
     ]
     write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
+    (root / "first").touch()
     result = _kill_once_started_then_rerun(root, root / "started", options, lose_start)
     assert result.returncode == 0, result.stdout[-2000:]
     # The rerun found the file as the user left it, not as git has it nor as the killed attempt
