@@ -343,24 +343,9 @@ class PhaseRunner:
         for check in phase.acceptance:
             if check.check is None:
                 continue
-            result = run_process(
-                ["bash", "-c", check.check],
-                cwd=self.root,
-                env=env,
-                timeout=self.config.check_timeout,
-                log=log,
-                header=f"$ {check.check}    # check: {check.criterion}",
-            )
-            if not result.ok:
-                failures.append(
-                    CheckFailure(
-                        check.criterion,
-                        check.check,
-                        result.exit_code,
-                        result.timed_out,
-                        tuple(result.tail(15)),
-                    )
-                )
+            failure = self._verify(check.check, "check", check.criterion, env, log)
+            if failure is not None:
+                failures.append(failure)
         return tuple(failures)
 
     def _preflight(self, phase: Phase, log: Path) -> Attempt | None:
@@ -369,25 +354,29 @@ class PhaseRunner:
             if assumption.verify is None:
                 continue
             env = self.env(phase, 0)
-            result = run_process(
-                ["bash", "-c", assumption.verify],
-                cwd=self.root,
-                env=env,
-                timeout=self.config.check_timeout,
-                log=log,
-                header=f"$ {assumption.verify}    # assumption: {assumption.claim}",
-            )
-            if not result.ok and assumption.severity == "blocking":
-                failure = CheckFailure(
-                    assumption.claim,
-                    assumption.verify,
-                    result.exit_code,
-                    result.timed_out,
-                    tuple(result.tail(15)),
-                )
+            failure = self._verify(assumption.verify, "assumption", assumption.claim, env, log)
+            if failure is not None and assumption.severity == "blocking":
                 message = f"pre-flight assumption failed: {assumption.claim}"
                 return Attempt(0, AgentResult(Status.BLOCKED, message), (failure,))
         return None
+
+    def _verify(
+        self, command: str, kind: str, claim: str, env: Mapping[str, str], log: Path
+    ) -> CheckFailure | None:
+        """Run a check's or an assumption's command in the root; how it failed, or None."""
+        result = run_process(
+            ["bash", "-c", command],
+            cwd=self.root,
+            env=env,
+            timeout=self.config.check_timeout,
+            log=log,
+            header=f"$ {command}    # {kind}: {claim}",
+        )
+        if result.ok:
+            return None
+        return CheckFailure(
+            claim, command, result.exit_code, result.timed_out, tuple(result.tail(15))
+        )
 
 
 def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
