@@ -35,6 +35,7 @@ from bench_overhead import QUIET, run_pytest
 from pytest_maestro.isolation.merge import merge_back
 from pytest_maestro.isolation.worktree import Isolation
 from pytest_maestro.plan import Files, Phase
+from pytest_maestro.state import SessionPaths
 
 GOAL_MS = 300.0
 
@@ -103,7 +104,7 @@ def steps(root: Path, phases: int) -> dict[str, float]:
     """Seconds per step: per phase, the mean over ``phases`` phases after the first; once per
     run or per process, as measured."""
     reset(root)
-    iso = Isolation.for_root(root, root / ".maestro", "bench-00000000")
+    iso = Isolation.for_root(root, SessionPaths(root / ".maestro", "bench-00000000"))
     (root / ".maestro").mkdir()
     (root / ".maestro" / ".gitignore").write_text("*\n")
     clock = time.perf_counter

@@ -16,6 +16,7 @@ from pytest_maestro.files.declared import FileSnapshot, remove_tree
 from pytest_maestro.isolation.merge import merge_back, scope
 from pytest_maestro.isolation.worktree import Isolation, IsolationError, Workspace
 from pytest_maestro.plan import Files, Phase
+from pytest_maestro.state import SessionPaths
 
 from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
 from .test_disk_full import on_small_disk
@@ -32,7 +33,7 @@ def iso(tmp_path: Path) -> Isolation:
     (root / "lines.txt").write_text(LINES)
     (root / ".maestro").mkdir()
     (root / ".maestro" / ".gitignore").write_text("*\n")
-    isolation = Isolation.for_root(root, root / ".maestro", "plan-0000000a")
+    isolation = Isolation.for_root(root, SessionPaths(root / ".maestro", "plan-0000000a"))
     assert isolation.start() == []
     return isolation
 
@@ -40,8 +41,8 @@ def iso(tmp_path: Path) -> Isolation:
 def merge(iso: Isolation, space_phase: tuple[Workspace, Phase]) -> str | None:
     """Merge a phase's worktree back; why it was refused, or None."""
     space, phase = space_phase
-    pre = iso.state_dir / "preimages" / f"{phase.id}.tar"
-    replaced = iso.state_dir / "replaced" / phase.id
+    pre = iso.paths.state_dir / "preimages" / f"{phase.id}.tar"
+    replaced = iso.paths.state_dir / "replaced" / phase.id
     return merge_back(space, phase, space.snapshot(), pre, replaced).refused
 
 
@@ -96,7 +97,7 @@ def test_a_merge_saves_pre_images_a_killed_run_puts_back(iso: Isolation) -> None
     users = (iso.root / "app.txt").read_text()
     assert merge(iso, (space, phase)) is None
     assert (iso.root / "app.txt").read_text() == "by the phase\n"
-    saved = FileSnapshot.load(iso.root, iso.state_dir / "preimages" / "p.tar")
+    saved = FileSnapshot.load(iso.root, iso.paths.state_dir / "preimages" / "p.tar")
     assert saved is not None and saved.contents == (("app.txt", users.encode()),)
     space.remove()
 
@@ -107,7 +108,7 @@ def test_a_project_root_below_the_top_of_the_repository(tmp_path: Path) -> None:
     (root / ".maestro").mkdir(parents=True)
     (root / ".maestro" / ".gitignore").write_text("*\n")
     (root / "mod.txt").write_text("untracked module\n")
-    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000b")
+    iso = Isolation.for_root(root, SessionPaths(root / ".maestro", "plan-0000000b"))
     iso.start()
     space = iso.open("p")
     assert space.root == space.path / "pkg"
@@ -264,7 +265,7 @@ def test_the_base_takes_a_same_size_edit_the_users_index_does_not_know(tmp_path:
         ):
             break
     _next_second()
-    iso = Isolation.for_root(root, root / ".maestro", "plan-0000000c")
+    iso = Isolation.for_root(root, SessionPaths(root / ".maestro", "plan-0000000c"))
     iso.start()
     assert git(root, "show", f"{iso.base_ref}:app.txt") == "app v2\n"
     iso.finish()
@@ -377,7 +378,7 @@ def test_a_merge_back_that_fails_midway_puts_back_what_it_wrote(
     monkeypatch.undo()
     assert {name: (iso.root / name).read_text() for name in users} == users
     assert not list(iso.root.glob(".*.tmp"))
-    merged = iso.state_dir / "replaced" / "p"
+    merged = iso.paths.state_dir / "replaced" / "p"
     assert not merged.exists()  # put back whole: nothing of the user's is only there
     assert merge(iso, (space, phase)) is None
     assert (iso.root / "app.txt").read_text() == "app by the phase\n"

@@ -14,6 +14,7 @@ import pytest
 from pytest_maestro.isolation import worktree as isolate
 from pytest_maestro.isolation.shared_refs import keeper
 from pytest_maestro.isolation.worktree import Isolation
+from pytest_maestro.state import SessionPaths
 
 from .test_isolate import git, init_repo, kept_refs
 from .test_isolate_merge import iso  # noqa: F401  (the fixture)
@@ -211,7 +212,7 @@ def users_iso(tmp_path: Path) -> Isolation:
     git(root, "tag", "-a", "v2", "-m", "a release")
     (root / ".maestro").mkdir()
     (root / ".maestro" / ".gitignore").write_text("*\n")
-    isolation = Isolation.for_root(root, root / ".maestro", "plan-0000000b")
+    isolation = Isolation.for_root(root, SessionPaths(root / ".maestro", "plan-0000000b"))
     assert isolation.start() == []
     return isolation
 
@@ -274,5 +275,5 @@ def test_the_shared_config_changed_during_a_phase_goes_back_even_after_a_crash(
     [note] = iso.finish()  # its process died: the run's end puts the config back
     assert note.startswith("phase 'second': .git/config changed while the phase ran: put back")
     assert config.read_bytes() == users
-    kept = sorted((iso.state_dir / "kept").glob("*config*"))
+    kept = sorted((iso.paths.state_dir / "kept").glob("*config*"))
     assert [p.name.split("-config-")[0] for p in kept] == ["first", "second"]

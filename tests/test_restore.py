@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.phase.runner import replaced_dir
 from pytest_maestro.processes.leftovers import read_running_record
+from pytest_maestro.state import SessionPaths
 
 from .helpers import git_repo, write_plan
 from .test_disk_full import _can_mount_tmpfs as can_mount_tmpfs
@@ -127,10 +127,10 @@ def test_no_run_overwrites_what_an_earlier_run_kept(pytester: pytest.Pytester) -
 
 
 def test_replaced_dir_never_names_one_place_twice(tmp_path: Path) -> None:
-    logs = tmp_path / ".maestro" / "logs"
-    first = replaced_dir(logs, "p", "merge")
+    paths = SessionPaths(tmp_path / ".maestro", "plan-00000000")
+    first = paths.replaced("p", "merge")
     first.mkdir(parents=True)
-    second = replaced_dir(logs, "p", "merge")
+    second = paths.replaced("p", "merge")
     assert second != first and not second.exists()
     assert first.parent == second.parent == tmp_path / ".maestro" / "replaced" / "p"
     assert first.name.endswith("-merge") and re.match(r"\d{8}T\d{6}", first.name)

@@ -186,7 +186,7 @@ def test_the_step_summary_of_a_big_plan_stays_within_what_github_takes(tmp_path:
     step = tmp_path / "step.md"
     step.write_text("x" * 300_000 + "\n")  # what the step wrote before
     env = {"GITHUB_STEP_SUMMARY": str(step)}
-    written = write_outputs(doc, doc.phases, tmp_path, tmp_path / "report.md", env)
+    written = write_outputs(doc, doc.phases, tmp_path / "summary.json", tmp_path / "report.md", env)
     assert written.problems == () and written.step_summary == step
     appended = step.read_text()[300_001:]
     assert step.stat().st_size <= STEP_SUMMARY_LIMIT
@@ -205,7 +205,9 @@ def test_the_step_summary_of_a_big_plan_stays_within_what_github_takes(tmp_path:
 def test_a_step_summary_keeps_the_diagrams_that_render(tmp_path: Path) -> None:
     doc = _big_session(300)
     step = tmp_path / "step.md"
-    written = write_outputs(doc, doc.phases, tmp_path, None, {"GITHUB_STEP_SUMMARY": str(step)})
+    written = write_outputs(
+        doc, doc.phases, tmp_path / "summary.json", None, {"GITHUB_STEP_SUMMARY": str(step)}
+    )
     assert written.step_summary == step
     text = step.read_text()
     assert text.count("```mermaid") == 2 and "left out" not in text

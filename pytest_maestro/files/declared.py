@@ -4,11 +4,9 @@ removing a tree that has read-only parts."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -56,7 +54,8 @@ class FileSnapshot:
     def restore(self, keep: Path) -> list[Restored]:
         """Put the declared files back as they were, and only those, all or none (RestoreError).
         What a restore replaces is not thrown away: it is copied under ``keep`` first, at the
-        same relative path; ``keep`` must be a name no other restore uses (``replaced_dir``)."""
+        same relative path; ``keep`` must be a name no other restore uses
+        (``SessionPaths.replaced``)."""
         return put_back(self.root, self.contents, keep)
 
     def save(self, archive: Path) -> None:
@@ -101,15 +100,6 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
     if handle is None:
         raise KeyError(name)
     return handle.read()
-
-
-def file_stem(phase_id: str) -> str:
-    """A file name for a phase's log and pre-images: its id where that is safe, else a safe
-    form with a short hash, so distinct ids never share a file (``a b``, ``a_b``, ``a/b``)."""
-    safe = re.sub(r"[^\w.-]+", "_", phase_id).lstrip(".")[:100]
-    if safe == phase_id:
-        return safe
-    return f"{safe}-{hashlib.sha256(phase_id.encode()).hexdigest()[:10]}"
 
 
 def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:

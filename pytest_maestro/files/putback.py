@@ -162,3 +162,14 @@ def _unstage(staged: dict[str, Path]) -> None:
     for path in staged.values():
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def keep_aside(path: Path, kept: Path) -> Path | None:
+    """``path`` moved to ``kept``, in a folder not there yet, where no run overwrites it (a
+    rename: no space needed); None when it cannot be."""
+    try:
+        kept.parent.mkdir(parents=True)
+        os.replace(path, kept)
+    except OSError:
+        return None
+    return kept

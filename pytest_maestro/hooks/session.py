@@ -176,8 +176,7 @@ class MaestroSession:
             terminalreporter.section("maestro", sep="-")
         if written is not None:
             cwd = self.config.invocation_params.dir
-            paths = (self.maestro.log_dir, self.maestro.paths.snapshot)
-            for line in summary_lines(written, *paths, cwd, table_width()):
+            for line in summary_lines(written, self.maestro.paths, cwd, table_width()):
                 terminalreporter.line(line)
         if written is not None and self.interrupted:
             for row in written.run.rows:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files.declared import file_stem, shown
+from ..files.declared import shown
 from ..git import commit_tree, rev, run_git, set_ref
+from ..state.paths import file_stem
 from .shared_refs import ref_part, stamp
 
 

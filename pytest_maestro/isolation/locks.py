@@ -13,8 +13,7 @@ import filelock
 LOCK_TIMEOUT = 300.0  # seconds to wait for another process's worktree creation or merge
 
 
-def state_lock(state_dir: Path, name: str) -> filelock.BaseFileLock:
-    path = state_dir / "worktrees" / f".{name}.lock"
+def state_lock(path: Path) -> filelock.BaseFileLock:
     path.parent.mkdir(parents=True, exist_ok=True)
     return filelock.FileLock(str(path), timeout=LOCK_TIMEOUT)
 

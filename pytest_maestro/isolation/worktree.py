@@ -20,7 +20,7 @@ from pathlib import Path
 
 import filelock
 
-from ..files.declared import file_stem, remove_tree
+from ..files.declared import remove_tree
 from ..git import (
     GitError,
     changed_paths,
@@ -32,6 +32,7 @@ from ..git import (
     set_ref,
     snapshot_tree,
 )
+from ..state.paths import SessionPaths, file_stem
 from .kept import Keeper
 from .locks import held, state_lock
 from .shared_config import put_back_config, save_config
@@ -64,14 +65,11 @@ class Isolation:
     top: Path  # the top of the user's work tree
     prefix: str  # the root from the top: "" or "sub/dir/"
     common: Path  # the repository's git directory, shared by its worktrees
-    state_dir: Path
-    session: str
+    paths: SessionPaths  # the session's, in the state dir
     include: tuple[str, ...] = ()  # untracked files each worktree gets a copy of
 
     @classmethod
-    def for_root(
-        cls, root: Path, state_dir: Path, session: str, include: tuple[str, ...] = ()
-    ) -> Isolation:
+    def for_root(cls, root: Path, paths: SessionPaths, include: tuple[str, ...] = ()) -> Isolation:
         try:
             top = Path(git_text(root, "rev-parse", "--show-toplevel")).resolve()
             prefix = git_text(root, "rev-parse", "--show-prefix")
@@ -86,13 +84,13 @@ class Isolation:
                 raise IsolationError(
                     f"isolate_include: {pattern!r} must be a path inside the project root"
                 )
-        return cls(root, top, prefix, common.resolve(), state_dir, session, include)
+        return cls(root, top, prefix, common.resolve(), paths, include)
 
     # -- names -----------------------------------------------------------------------------------
 
     @property
     def refs(self) -> str:
-        return f"refs/maestro/{ref_part(self.session)}"
+        return f"refs/maestro/{ref_part(self.paths.name)}"
 
     @property
     def merged_ref(self) -> str:
@@ -110,20 +108,20 @@ class Isolation:
 
     @property
     def worktrees(self) -> Path:
-        return self.state_dir / "worktrees" / self.session
+        return self.paths.worktrees
 
     @property
     def users(self) -> Path:
         """Where the user's refs as the run started are recorded (see ``Users.save``)."""
-        return self.worktrees.parent / self.session
+        return self.paths.worktrees
 
     @property
     def kept_dir(self) -> Path:
-        return self.state_dir / "kept"
+        return self.paths.kept
 
     def lock(self, name: str) -> filelock.BaseFileLock:
         """A lock shared by every run in this state dir (``locks.py``)."""
-        return state_lock(self.state_dir, name)
+        return state_lock(self.paths.shared_lock(name))
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -135,7 +133,9 @@ class Isolation:
             index = Path(
                 git_text(self.top, "rev-parse", "--path-format=absolute", "--git-path", "index")
             )
-            tree = snapshot_tree(self.top, index, self.worktrees.parent / f"{self.session}.index")
+            tree = snapshot_tree(
+                self.top, index, self.worktrees.parent / f"{self.paths.name}.index"
+            )
             head = rev(self.top, "HEAD")
             base = commit_tree(
                 self.top, tree, (head,) if head else (), "pytest-maestro: the run's base"

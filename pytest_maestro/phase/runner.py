@@ -13,20 +13,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..files.declared import FileSnapshot, OutsideRoot, file_problems
-from ..files.places import keep_preimage, log_path, preimage_path
-from ..files.places import (
-    replaced_dir as replaced_dir,  # the one maker of such names: merges call it
-)
-from ..files.putback import Restored, RestoreError
+from ..files.putback import Restored, RestoreError, keep_aside
 from ..git import GitError, changed_files, changed_since
 from ..isolation.merge import UNDOES, merge_back, scope, undoes
 from ..isolation.worktree import Isolation, IsolationError, Workspace
 from ..plan import Phase, Plan
-from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord, running_record_path
+from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
 from ..processes.process import LOG_LIMIT, PhaseLog, run_process
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
 from ..state.model import Status
+from ..state.paths import SessionPaths, file_stem
 from ..texts import shown
 from .agent_call import call_agent
 from .budget import Budget
@@ -38,8 +35,7 @@ from .outcome import Attempt, CheckFailure, PhaseOutcome
 class RunConfig:
     plan: Plan
     root: Path
-    log_dir: Path
-    session: str  # the session's name: the running record's file is named after it
+    paths: SessionPaths  # where the phase's log, pre-images and running record go
     timeout: float
     check_timeout: float
     max_retries: int
@@ -76,9 +72,9 @@ class PhaseRunner:
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
-        log = log_path(cfg.log_dir, phase.id)
+        log = cfg.paths.log(phase.id)
         with (
-            RunningRecord(running_record_path(cfg.log_dir, cfg.session, os.getpid())) as record,
+            RunningRecord(cfg.paths.running_record(os.getpid())) as record,
             PhaseLog.hold(log, record, cfg.log_limit) as out,
         ):
             # On disk before the phase runs anything when it has files to put back after a crash
@@ -94,7 +90,7 @@ class PhaseRunner:
             # (``Recorder.finished``): a kill before that makes the next run put its files back
             # and run it again, never run it again on top of its own work.
             if not outcome.ok:
-                preimage_path(cfg.log_dir, cfg.session, phase.id).unlink(missing_ok=True)
+                cfg.paths.preimage(phase.id).unlink(missing_ok=True)
             record.clear()
         return outcome
 
@@ -113,7 +109,7 @@ class PhaseRunner:
         except OutsideRoot as refused:
             attempt = Attempt(0, AgentResult(Status.BLOCKED, str(refused)))
             return PhaseOutcome(phase.id, Status.BLOCKED, (attempt,), log, started, time.time())
-        preimage = preimage_path(cfg.log_dir, cfg.session, phase.id)
+        preimage = cfg.paths.preimage(phase.id)
         restores = cfg.isolation is None  # a worktree is thrown away, not restored
         if before.contents and restores:
             before.save(preimage)
@@ -173,10 +169,11 @@ class PhaseRunner:
         restored: tuple[Restored, ...] = ()
         error: str | None = None
         try:
-            restored = tuple(before.restore(replaced_dir(cfg.log_dir, phase.id, why)))
+            restored = tuple(before.restore(cfg.paths.replaced(phase.id, why)))
         except RestoreError as exc:
             error = str(exc)
-            moved = keep_preimage(cfg.log_dir, cfg.session, phase.id)
+            kept = cfg.paths.replaced(phase.id, "pre-images") / f"{file_stem(phase.id)}.tar"
+            moved = keep_aside(cfg.paths.preimage(phase.id), kept)
             if moved is not None:
                 error += f"; its files from before the phase are in {shown(moved, self.root)}"
         lines = (
@@ -229,8 +226,8 @@ class PhaseRunner:
                     space,
                     phase,
                     tree,
-                    preimage_path(cfg.log_dir, cfg.session, phase.id),
-                    replaced_dir(cfg.log_dir, phase.id, "merge"),
+                    cfg.paths.preimage(phase.id),
+                    cfg.paths.replaced(phase.id, "merge"),
                 )
                 if merged.refused is None:
                     out.write_line(f"--- {merged.line(Path.cwd())}")

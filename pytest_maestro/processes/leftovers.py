@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..state.journal import fsync_dir
+from ..state.paths import RECORD_SUFFIX
 from .reaping import children, descendants, process, processes, reap
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -28,7 +29,6 @@ from .reaping import children, descendants, process, processes, reap
 # A record overwrites the start of a file already written with zeros: its size does not change, so
 # syncing it flushes the data without a file-system journal commit (on ext4 some 0.1 ms, not 3).
 RECORD_SIZE = 4096
-RECORD_SUFFIX = ".running"
 # An agent CLI's attempt runs with a token of its own in the environment, named in the record: a
 # process that left the attempt's group (setsid) in the instant before pytest was killed, before
 # the runner saw it, still carries the token (unless it emptied its environment).
@@ -139,22 +139,6 @@ class SessionWatch:
         for sid in sorted({table[pid].sid for pid in below if pid in table} - self.seen):
             self.seen.add(sid)
             self.record.add_group(sid, self.after, boot_ticks(), kind="s")
-
-
-def running_record_path(log_dir: Path, session: str, pid: int) -> Path:
-    """The record of process ``pid`` running phases of the plan whose session is ``session``."""
-    return log_dir / f"{session}.{pid}{RECORD_SUFFIX}"
-
-
-def running_records(log_dir: Path, session: str) -> list[Path]:
-    """The running records of the plan whose session is ``session``, whichever process left them."""
-    prefix = f"{session}."
-    return [
-        path
-        for path in log_dir.glob(f"*{RECORD_SUFFIX}")
-        if path.name.startswith(prefix)
-        and path.name[len(prefix) : -len(RECORD_SUFFIX)].isdigit()  # not another plan's
-    ]
 
 
 def record_owner(path: Path) -> int | None:

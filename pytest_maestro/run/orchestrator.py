@@ -15,7 +15,6 @@ import signal
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from ..files.places import log_path
 from ..git import commit
 from ..isolation.worktree import Isolation, IsolationError
 from ..phase.budget import Budget
@@ -28,7 +27,7 @@ from ..plan import Phase
 from ..plan.errors import location
 from ..plan.graph import PlanGraph
 from ..plan.paths import real_paths
-from ..processes.leftovers import end_groups, read_running_record, running_records, tell_owners
+from ..processes.leftovers import end_groups, read_running_record, tell_owners
 from ..processes.process import KILL_GRACE
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry, generic_agent, normalise
@@ -68,7 +67,6 @@ class Orchestrator:
         declared = (path for phase in plan.phases for path in (*phase.files.all(), *phase.reads))
         self.graph = graph.with_aliases(real_paths(root, declared))
         self.state_dir = root / settings.state_dir
-        self.log_dir = self.state_dir / "logs"
         self.paths = SessionPaths.for_plan(self.state_dir, plan, root)  # the session's files
         self.agents = AgentRegistry.load(_unique(agent_dirs))
         self.runtimes = dict(runtimes)
@@ -80,7 +78,7 @@ class Orchestrator:
         )
         self.recorder: Recorder | None = None  # the session state, where reports arrive
         cap = settings.budget_usd or None
-        self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
+        self.budget = Budget(self.paths.spend, cap)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
         self.progress: Progress | None = None  # told when a phase starts, retries, waits
@@ -91,7 +89,7 @@ class Orchestrator:
     def _isolation(self) -> Isolation:
         include = (*self.plan.isolate_include, *self.settings.include)
         try:
-            return Isolation.for_root(self.root, self.state_dir, self.paths.name, include)
+            return Isolation.for_root(self.root, self.paths, include)
         except IsolationError as exc:
             raise SettingsError(str(exc)) from None
 
@@ -101,14 +99,14 @@ class Orchestrator:
         """Lock and resume the plan's session; StateError when it cannot be used."""
         if self.settings.fresh:  # whatever is in the way of a new session goes aside
             try:
-                self.notes += move_aside(self.state_dir, self.paths.name)
+                self.notes += move_aside(self.paths)
             except OSError as exc:
                 raise StateError(f"--maestro-fresh: {os_error_text(exc)}") from None
         try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.paths.logs.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StateError(
-                f"cannot use {self.log_dir} for the phases' logs: {exc.strerror}; it must be a "
+                f"cannot use {self.paths.logs} for the phases' logs: {exc.strerror}; it must be a "
                 "directory this tool can write (--maestro-fresh moves aside what is in the way)"
             ) from None
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
@@ -155,7 +153,7 @@ class Orchestrator:
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
                 self.written = write_outputs(
-                    final, self.plan.ids, self.state_dir, report, os.environ, self.plan.done_ids
+                    final, self.plan.ids, self.paths.summary, report, os.environ, self.plan.done_ids
                 )
 
     # -- phases --------------------------------------------------------------------------------
@@ -165,7 +163,7 @@ class Orchestrator:
         each worker running a phase is told as pytest was (SIGTERM), so that it takes its
         command's end for the stop it is, never for a failed attempt to retry; then the groups
         their commands lead are ended here too, in case a worker cannot end them."""
-        tell_owners(running_records(self.log_dir, self.paths.name), signal.SIGTERM)
+        tell_owners(self.paths.running_records(), signal.SIGTERM)
         self.end_running()
 
     def end_running(self, phase_id: str | None = None, grace: float = KILL_GRACE) -> list[int]:
@@ -173,7 +171,7 @@ class Orchestrator:
         a crashed worker's phase, or everything when the run itself is stopped by a signal."""
         groups = [
             group
-            for path in running_records(self.log_dir, self.paths.name)
+            for path in self.paths.running_records()
             for record in (read_running_record(path),)
             if phase_id is None or record.phase == phase_id
             for group in record.groups
@@ -351,8 +349,7 @@ class Orchestrator:
         config = RunConfig(
             plan=self.plan,
             root=self.root,
-            log_dir=self.log_dir,
-            session=self.paths.name,
+            paths=self.paths,
             timeout=self.timeout(phase),
             check_timeout=self.settings.check_timeout,
             max_retries=self.settings.max_retries,
@@ -374,7 +371,7 @@ class Orchestrator:
             plan_path=self.plan_path,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
-        runner = PhaseRunner(config, runtime, prompter(context, log_path(self.log_dir, phase.id)))
+        runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
         return dataclasses.replace(runner.run(phase), warnings=context.warnings)
 
     def concurrent_files(self, phase: Phase) -> frozenset[str]:

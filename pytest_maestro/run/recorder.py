@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..files.declared import FileSnapshot
-from ..files.places import preimage_path, replaced_dir
 from ..files.putback import Restored, RestoreError
 from ..phase.facts import PhaseFacts, SkipKind
 from ..plan import Files, Phase, Plan
-from ..processes.leftovers import end_groups, read_running_record, running_records
+from ..processes.leftovers import end_groups, read_running_record
 from ..state import (
     Interrupted,
     PhaseChange,
@@ -32,13 +31,11 @@ REFRESH = 1.0
 
 
 class Recorder:
-    def __init__(
-        self, store: SessionStore, plan: Plan, root: Path, log_dir: Path, *, fresh: bool = False
-    ) -> None:
+    def __init__(self, store: SessionStore, plan: Plan, root: Path, *, fresh: bool = False) -> None:
         self.store = store
         self.plan = plan
         self.root = root
-        self.log_dir = log_dir
+        self.paths = paths = store.paths
         # Phases a killed run left half-done: what they still run is ended, then their declared
         # files are put back from the pre-images taken before their first attempt (never from
         # git, which would lose the user's uncommitted work), before anything runs. The session
@@ -46,7 +43,7 @@ class Recorder:
         # controller does not wait for its record of a start to reach the disk; a worker does,
         # before the phase runs). A fresh session knows none: every phase with pre-images left
         # (half-done, or done but not yet recorded) is put back, as every phase runs again.
-        left = [read_running_record(path) for path in running_records(log_dir, store.paths.name)]
+        left = [read_running_record(path) for path in paths.running_records()]
         saved = self._preimages()  # one listing serves the put-back and the drop of stale ones
         if fresh:  # the session is new: whatever phase has pre-images left is put back
             half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
@@ -74,10 +71,10 @@ class Recorder:
         for record in left:
             record.path.unlink(missing_ok=True)
         if left:
-            fsync_dir(log_dir)
+            fsync_dir(paths.logs)
 
     def _preimage(self, phase_id: str) -> Path:
-        return preimage_path(self.log_dir, self.store.paths.name, phase_id)
+        return self.paths.preimage(phase_id)
 
     def _put_back(self, phase_id: str) -> list[Restored]:
         """A half-done phase's declared files put back from its pre-images (none: it had changed
@@ -85,7 +82,7 @@ class Recorder:
         before = FileSnapshot.load(self.root, self._preimage(phase_id))
         if before is None:
             return []
-        return before.restore(replaced_dir(self.log_dir, phase_id, "interrupted"))
+        return before.restore(self.paths.replaced(phase_id, "interrupted"))
 
     def crashed(self, phase_id: str) -> list[str]:
         """A worker died under the phase (controller only): its files put back now, as a killed
@@ -110,7 +107,7 @@ class Recorder:
     def _preimages(self) -> set[Path]:
         """The pre-image files in the state dir (one listing, not a look per phase)."""
         try:
-            return set(self._preimage("x").parent.iterdir())
+            return set(self.paths.preimage("x").parent.iterdir())
         except OSError:  # none yet
             return set()
 
@@ -118,7 +115,7 @@ class Recorder:
     def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
         store = SessionStore.open(state_dir, plan, root, fresh=fresh, report=session_report)
         try:
-            recorder = cls(store, plan, root, state_dir / "logs", fresh=fresh)
+            recorder = cls(store, plan, root, fresh=fresh)
         except BaseException:
             store.close()  # unlocked: the next run puts the files back
             raise

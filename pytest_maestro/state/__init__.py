@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .entries import PhaseChange
 from .journal import read_session
-from .lock import SessionBusy, SessionPaths
+from .lock import SessionBusy
 from .model import (
     PhaseError,
     PhaseState,
@@ -25,6 +25,7 @@ from .model import (
     Status,
     Tokens,
 )
+from .paths import SessionPaths
 from .resume import Interrupted, fingerprints
 from .store import InvalidTransition, SessionStore
 

@@ -10,23 +10,13 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-# The files and directories this tool keeps in its state dir (``{name}``: the session's name).
-FILES = (
-    "{name}.md",
-    "{name}.journal",
-    "{name}.lock",
-    "{name}.info",
-    "{name}.spend",
-    "summary.json",
-    ".gitignore",
-)
-DIRECTORIES = ("logs", "preimages", "replaced", "worktrees", "kept")
+from .paths import SessionPaths
 
 
-def move_aside(state_dir: Path, name: str) -> list[str]:
+def move_aside(paths: SessionPaths) -> list[str]:
     """Move what has the wrong shape into ``archive/``; one line for each move. OSError when
     the file system refuses a move."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    state_dir, stamp = paths.state_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     lines: list[str] = []
     if os.path.lexists(state_dir) and not state_dir.is_dir():
         held = state_dir.with_name(f".{state_dir.name}-{stamp}.moving")  # for a moment
@@ -35,17 +25,15 @@ def move_aside(state_dir: Path, name: str) -> list[str]:
         lines.append(_into_archive(state_dir, held, state_dir, stamp, "a file, not a directory"))
     if not state_dir.is_dir():
         return lines
-    archive = state_dir / "archive"
+    archive = paths.archive
     if os.path.lexists(archive) and not archive.is_dir():
         held = state_dir / f".archive-{stamp}.moving"
         os.replace(archive, held)
         lines.append(_into_archive(state_dir, held, archive, stamp, "not a directory"))
-    for pattern in FILES:
-        path = state_dir / pattern.format(name=name)
+    for path in paths.files():
         if os.path.lexists(path) and not path.is_file():
             lines.append(_into_archive(state_dir, path, path, stamp, "not a regular file"))
-    for directory in DIRECTORIES:
-        path = state_dir / directory
+    for path in paths.folders():
         if os.path.lexists(path) and not path.is_dir():
             lines.append(_into_archive(state_dir, path, path, stamp, "not a directory"))
     return lines

@@ -3,66 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import filelock
 
-from ..plan.model import Plan
 from .journal import atomic_write, fsync_dir
 from .model import StateError, now
+from .paths import SessionPaths
 
 
 class SessionBusy(StateError):
     """Another process holds this plan's session."""
-
-
-@dataclass(frozen=True)
-class SessionPaths:
-    state_dir: Path
-    name: str
-
-    @classmethod
-    def for_plan(cls, state_dir: Path, plan: Plan, root: Path) -> SessionPaths:
-        rel = plan_relpath(plan, root)
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(rel).stem) or "plan"
-        return cls(state_dir, f"{stem}-{hashlib.sha256(rel.encode()).hexdigest()[:8]}")
-
-    @property
-    def snapshot(self) -> Path:
-        return self.state_dir / f"{self.name}.md"
-
-    @property
-    def journal(self) -> Path:
-        return self.state_dir / f"{self.name}.journal"
-
-    @property
-    def lock(self) -> Path:
-        return self.state_dir / f"{self.name}.lock"
-
-    @property
-    def info(self) -> Path:
-        return self.state_dir / f"{self.name}.info"
-
-    @property
-    def archive(self) -> Path:
-        return self.state_dir / "archive"
-
-
-def plan_relpath(plan: Plan, root: Path) -> str:
-    """The session key: the plan file's real path (symlinks resolved) relative to the project's
-    real root, with forward slashes; the same whichever directory pytest was started from and
-    however the plan was named (relative, absolute, through a link). A plan outside the root is
-    keyed by its real absolute path."""
-    real_plan, real_root = plan.path.resolve(), root.resolve()
-    if real_plan.is_relative_to(real_root):
-        return real_plan.relative_to(real_root).as_posix()
-    return real_plan.as_posix()
 
 
 def prepare_dir(state_dir: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from ..plan.graph import PlanGraph
 from ..plan.model import Files, Phase, Plan
 from .journal import read_session, replay, reset_phase
-from .lock import SessionPaths
 from .model import PhaseState, SessionDoc, Status, now
+from .paths import SessionPaths
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
 _NOT_DEFINITION = frozenset(

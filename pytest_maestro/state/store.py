@@ -17,7 +17,7 @@ from .document import Report, render
 from .entries import PhaseChange, journal_facts
 from .journal import Journal, apply_entry, atomic_write
 from .live import Refresher
-from .lock import SessionPaths, acquire, archive, plan_relpath, prepare_dir, release
+from .lock import acquire, archive, prepare_dir, release
 from .model import (
     SESSION_FIELDS,
     SESSION_STATUSES,
@@ -30,6 +30,7 @@ from .model import (
     Tokens,
     now,
 )
+from .paths import SessionPaths, plan_relpath
 from .resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
 
 # The journal is folded into the snapshot past this many entries per phase (and at least

@@ -14,12 +14,12 @@ from pathlib import Path
 from ..files.declared import shown
 from ..state.journal import atomic_write
 from ..state.model import SessionDoc
+from ..state.paths import SessionPaths
 from . import markdown_report as run_report
 from .markdown_report import totals
 from .rows import RunView, view
 from .summary import summary_json, text_table
 
-SUMMARY_NAME = "summary.json"
 # The first line of the report ``--maestro-report`` writes: an HTML comment, which Markdown shows
 # nowhere. A file without it is not this tool's, and is never written over.
 REPORT_MARKER = "<!-- pytest-maestro run report: --maestro-report rewrites this file -->"
@@ -39,7 +39,7 @@ class Written:
 def write_outputs(
     doc: SessionDoc,
     order: Iterable[str],
-    state_dir: Path,
+    summary_path: Path,
     report: Path | None,
     env: Mapping[str, str],
     done: Iterable[str] = (),
@@ -47,7 +47,7 @@ def write_outputs(
     run = view(doc, datetime.now(timezone.utc), order, done)
     text = run_report.render(run)
     problems: list[str] = []
-    summary = _write(state_dir / SUMMARY_NAME, summary_json(run), problems, "summary")
+    summary = _write(summary_path, summary_json(run), problems, "summary")
     written = None
     if report is not None:
         written = _write(report, f"{REPORT_MARKER}\n{text}", problems, "report")
@@ -136,11 +136,9 @@ def _append(path: Path, text: str, problems: list[str]) -> Path | None:
     return path
 
 
-def summary_lines(
-    written: Written, log_dir: Path, session: Path, cwd: Path, width: int
-) -> list[str]:
+def summary_lines(written: Written, paths: SessionPaths, cwd: Path, width: int) -> list[str]:
     """The terminal summary's table, totals, and where the run's files are."""
-    places = [("logs", log_dir), ("session", session)]
+    places = [("logs", paths.logs), ("session", paths.snapshot)]
     places += [
         (name, path)
         for name, path in (
