@@ -29,6 +29,7 @@ from ..phase.events import PhaseEvent
 from ..phase.facts import PhaseFacts
 from ..run.orchestrator import Orchestrator
 from ..state.model import Status
+from .report_facts import report_facts
 
 PLUGIN_NAME = "maestro-progress"
 LOCAL_WORKER = "main"  # as PhaseFacts name the process of a run without xdist
@@ -65,6 +66,7 @@ class ProgressLines:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.facts = report_facts(config)
 
     def here(self, event: PhaseEvent) -> None:
         """An event of a phase running in this process: under pytest's output capture (lifting
@@ -100,8 +102,8 @@ class ProgressLines:
 
     @pytest.hookimpl(trylast=True)  # at -v, after pytest's result line
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if _ran(report):
-            facts = PhaseFacts.of(report)
+        facts = self.facts(report)
+        if _ran(facts):
             assert facts is not None
             self.show(PhaseEvent.finished(facts))
 
@@ -110,15 +112,14 @@ class ProgressLines:
         self, report: pytest.TestReport
     ) -> Generator[None, tuple[str, str, Any], tuple[str, str, Any]]:
         category, letter, word = yield
-        if self.on and self.config.get_verbosity() == 0 and _ran(report):
+        if self.on and self.config.get_verbosity() == 0 and _ran(self.facts(report)):
             letter = ""  # the finish line said it
         return category, letter, word
 
 
-def _ran(report: pytest.TestReport) -> bool:
-    """A report of a phase that ran: it says on which worker (a crash too); a skip or an error in
+def _ran(facts: PhaseFacts | None) -> bool:
+    """Facts of a phase that ran: they say on which worker (a crash too); a skip or an error in
     setup does not."""
-    facts = PhaseFacts.of(report)
     return facts is not None and facts.skip is None and facts.worker is not None
 
 

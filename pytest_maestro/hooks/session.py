@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .._compat import remember_failed, runs_distributed, stop_message, stop_session
-from ..phase.facts import PhaseFacts, SkipKind, SkipReason
+from ..phase.facts import SkipKind, SkipReason
 from ..processes.process import interrupted_by
 from ..processes.reaping import subreaper
 from ..run.orchestrator import Orchestrator
@@ -24,6 +24,7 @@ from . import junit
 from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .header import header_lines
 from .nodeids import NodeId
+from .report_facts import report_facts
 from .skips import report_skip
 
 # The terminal's category for a phase completed before this run.
@@ -46,6 +47,7 @@ class MaestroSession:
         self.interrupted: str | None = None  # Ctrl-C or a signal, and which
         self.looped = False  # the run got to its phases: a refused one leaves no outputs
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
+        self.facts = report_facts(config)
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
@@ -113,7 +115,7 @@ class MaestroSession:
         """A phase an earlier run completed is counted apart from real skips: a fully resumed
         run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
         if report.when == "setup" and report.skipped:
-            facts = PhaseFacts.of(report)
+            facts = self.facts(report)
             if facts is not None and facts.status == Status.COMPLETED:
                 return ALREADY_COMPLETED, "c", "ALREADY COMPLETED"
         return None
@@ -121,7 +123,7 @@ class MaestroSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Persist a phase's news before any reporter sees it, then let the breaker judge."""
-        facts = PhaseFacts.of(report)
+        facts = self.facts(report)
         if facts is None:
             return
         self.run.record(facts)
