@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Files, Phase, Plan
 from pytest_maestro.state import PhaseChange, PhaseError, SessionStore, Status, Tokens
 from pytest_maestro.state import store as store_module
@@ -78,7 +79,7 @@ def measure(
         root = Path(tmp)
         report = session_report if refresh else None
         stores = {
-            size: SessionStore.open(root / ".maestro", plans[size], root, report=report)
+            size: SessionStore.open(root / ".maestro", PlanGraph(plans[size]), root, report=report)
             for size in sizes
         }
         if refresh:

@@ -87,12 +87,10 @@ def pytest_unconfigure(config):
 @pytest.mark.parametrize(
     "runner", [["-p", "no:xdist"], pytest.param(["-n", "2"], marks=pytest.mark.slow)]
 )
-def test_a_run_builds_the_plans_graph_once_more_than_validation(
-    pytester: pytest.Pytester, runner: list[str]
-) -> None:
+def test_a_run_builds_the_plans_graph_once(pytester: pytest.Pytester, runner: list[str]) -> None:
     """Only validation builds the run's graph; the session state's fingerprints of the phases
-    (``state/resume.py``) build one of their own. Nothing builds one per phase: not the run order,
-    the circuit breaker, the doomed phases, nor the scheduler as phases finish."""
+    (``state/resume.py``) use it too. Nothing builds one per phase: not the run order, the
+    circuit breaker, the doomed phases, nor the scheduler as phases finish."""
     write_plan(
         pytester,
         [
@@ -108,7 +106,7 @@ def test_a_run_builds_the_plans_graph_once_more_than_validation(
         "--maestro", "plan.yaml", "-p", "no:cacheprovider", *runner
     )
     assert result.parseoutcomes()["failed"] == 1  # then the breaker stops what it dooms
-    assert (pytester.path / "builds.txt").read_text() == "2"
+    assert (pytester.path / "builds.txt").read_text() == "1"
 
 
 # -- WavePolicy runs what the analysis prints ------------------------------------------------------

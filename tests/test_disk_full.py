@@ -142,12 +142,13 @@ def test_a_disk_that_fills_mid_run_fails_the_phase_in_one_line_and_loses_nothing
 STORE = """
 import json, os
 from pathlib import Path
+from pytest_maestro.plan.graph import PlanGraph
 from pytest_maestro.plan.model import Phase, Plan
 from pytest_maestro.state import SessionStore, SessionUnwritable, Status, read_session
 
 plan = Plan(Path("plan.yaml"), "native", tuple(Phase(f"p{i}", f"p{i}") for i in range(4000)))
 root = Path.cwd()
-store = SessionStore.open(root / ".maestro", plan, root)
+store = SessionStore.open(root / ".maestro", PlanGraph(plan), root)
 store.record("p0", Status.IN_PROGRESS)  # the journal has its space ahead before the disk fills
 recorded, error = ["p0"], None
 with open("fill", "wb") as filler:  # the rest of the disk, bar nothing

@@ -109,7 +109,7 @@ class Orchestrator:
                 f"cannot use {self.paths.logs} for the phases' logs: {exc.strerror}; it must be a "
                 "directory this tool can write (--maestro-fresh moves aside what is in the way)"
             ) from None
-        recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
+        recorder = Recorder.open(self.state_dir, self.graph, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run
             self.notes += [

@@ -12,6 +12,7 @@ from ..files.declared import FileSnapshot
 from ..files.putback import Restored, RestoreError
 from ..phase.facts import PhaseFacts, SkipKind
 from ..plan import Files, Phase, Plan
+from ..plan.graph import PlanGraph
 from ..processes.leftovers import end_groups, read_running_record
 from ..state import (
     Interrupted,
@@ -112,8 +113,9 @@ class Recorder:
             return set()
 
     @classmethod
-    def open(cls, state_dir: Path, plan: Plan, root: Path, fresh: bool) -> Recorder:
-        store = SessionStore.open(state_dir, plan, root, fresh=fresh, report=session_report)
+    def open(cls, state_dir: Path, graph: PlanGraph, root: Path, fresh: bool) -> Recorder:
+        plan = graph.plan
+        store = SessionStore.open(state_dir, graph, root, fresh=fresh, report=session_report)
         try:
             recorder = cls(store, plan, root, fresh=fresh)
         except BaseException:

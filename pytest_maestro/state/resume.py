@@ -43,13 +43,11 @@ def _own_fingerprint(phase: Phase) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def fingerprints(plan: Plan) -> dict[str, str]:
-    """Each phase's definition hash, combined with its dependencies' fingerprints (transitively).
-
-    Raises ValueError for a plan with a dependency cycle or an unknown dependency.
-    """
+def fingerprints(graph: PlanGraph) -> dict[str, str]:
+    """Each phase's definition hash, combined with its dependencies' fingerprints (transitively)."""
+    plan = graph.plan
     prints: dict[str, str] = {}
-    for pid in PlanGraph(plan).topological_order():  # dependencies first
+    for pid in graph.topological_order():  # dependencies first
         phase = plan.phase(pid)
         deps = ",".join(f"{d}={prints[d]}" for d in sorted(phase.blocked_by))
         own = _own_fingerprint(phase)
@@ -69,9 +67,9 @@ def load(paths: SessionPaths, plan: Plan, rel: str) -> SessionDoc:
     return doc
 
 
-def reconcile(doc: SessionDoc, plan: Plan) -> tuple[list[Interrupted], list[str]]:
+def reconcile(doc: SessionDoc, graph: PlanGraph) -> tuple[list[Interrupted], list[str]]:
     """Fit the session to the plan: reset phases a killed run left and phases that changed."""
-    prints, at = fingerprints(plan), now()
+    plan, prints, at = graph.plan, fingerprints(graph), now()
     interrupted: list[Interrupted] = []
     changed: list[str] = []
     phases: dict[str, PhaseState] = {}

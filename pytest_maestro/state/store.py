@@ -12,7 +12,7 @@ from typing import Any
 
 import filelock
 
-from ..plan.model import Plan
+from ..plan.graph import PlanGraph
 from .document import Report, render
 from .entries import PhaseChange, journal_facts
 from .journal import Journal, apply_entry, atomic_write
@@ -116,7 +116,7 @@ class SessionStore:
     def open(
         cls,
         state_dir: Path,
-        plan: Plan,
+        graph: PlanGraph,
         root: Path,
         *,
         fresh: bool = False,
@@ -130,6 +130,7 @@ class SessionStore:
         whose definition or dependencies changed (``changed``). ``report`` renders the run report
         of the snapshot's body.
         """
+        plan = graph.plan
         rel = plan_relpath(plan, root)
         paths = SessionPaths.for_plan(state_dir, plan, root)
         try:
@@ -138,7 +139,7 @@ class SessionStore:
         except OSError as error:
             raise StateError(f"cannot use state dir {state_dir}: {error}{ASIDE}") from None
         try:
-            return cls._resume(paths, plan, rel, lock, fresh, report)
+            return cls._resume(paths, graph, rel, lock, fresh, report)
         except OSError as error:
             release(paths, lock)
             raise StateError(f"cannot use session {paths.snapshot}: {error}{FRESH}") from None
@@ -153,7 +154,7 @@ class SessionStore:
     def _resume(
         cls,
         paths: SessionPaths,
-        plan: Plan,
+        graph: PlanGraph,
         rel: str,
         lock: filelock.BaseFileLock,
         fresh: bool,
@@ -162,8 +163,9 @@ class SessionStore:
         archived = archive(paths) if fresh else None
         for stale in paths.state_dir.glob(f".{paths.name}.*.tmp"):  # a write a crash cut short
             stale.unlink()
+        plan = graph.plan
         doc = load(paths, plan, rel)
-        interrupted, changed = reconcile(doc, plan)
+        interrupted, changed = reconcile(doc, graph)
         doc.task, doc.plan = plan.title or doc.task or Path(rel).stem, rel
         doc.status, doc.stop_reason = "in_progress", None
         doc.updated = doc.run_started = now()
