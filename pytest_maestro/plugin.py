@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +15,9 @@ from .runtimes import BUILTIN_RUNTIMES, Runtime
 from .settings import OPTIONS, Settings, SettingsError
 from .views.analysis import FORMATS as ANALYZE_FORMATS
 from .views.status import FORMATS as STATUS_FORMATS
+
+if TYPE_CHECKING:  # imported where a run starts: --maestro-analyze needs none of it
+    from .run.orchestrator import Role
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
@@ -146,7 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .hooks.session import MaestroSession, durations_key
     from .run.orchestrator import Orchestrator
 
-    decides = not hasattr(config, "workerinput")  # xdist workers run what they are sent
+    role = process_role(config)
     try:
         settings = Settings.from_config(config)
         graph = load_graph(settings.plan, settings.format, settings.tag)
@@ -161,16 +165,16 @@ def pytest_configure(config: pytest.Config) -> None:
             graph,
             root,
             agent_dirs=agent_dirs(config, settings, plan.path, root),
-            decides=decides,
+            role=role,
             runtimes=runtimes(config),
             durations=cached_durations(config, durations_key(plan.path.resolve()))
-            if decides
+            if role.decides
             else {},
         )
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[ORCHESTRATOR_KEY] = maestro
-    for line in maestro.marker_lines():
+    for line in maestro.resolve.marker_lines():
         config.addinivalue_line("markers", line)
     # Collect the plan and nothing else, whatever testpaths or arguments say; node ids of its
     # phases (plan.yaml::p3) select those phases, as -k would.
@@ -181,6 +185,19 @@ def pytest_configure(config: pytest.Config) -> None:
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def process_role(config: pytest.Config) -> Role:
+    """Which process of the run this is: an xdist worker is given ``workerinput``; the
+    controller is the process xdist distributes from (``--dist``, which ``-n N`` sets; not with
+    ``--collect-only``, as xdist decides itself)."""
+    from .run.orchestrator import Role
+
+    if hasattr(config, "workerinput"):
+        return Role.WORKER
+    if config.getoption("dist", "no") != "no" and not config.option.collectonly:
+        return Role.CONTROLLER
+    return Role.SOLE
 
 
 def phase_node_ids(args: list[str], plan: Path) -> list[str]:

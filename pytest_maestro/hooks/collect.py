@@ -34,13 +34,13 @@ class PhaseFailed(Exception):
 class PlanFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         maestro = self.config.stash[ORCHESTRATOR_KEY]
-        unknown = maestro.check_agents()
+        unknown = maestro.resolve.unknown_agent()
         if unknown is not None:
             raise self.CollectError(unknown)
         for phase_id in maestro.run.run_order():
             phase = maestro.plan.phase(phase_id)
             item = PhaseItem.from_parent(self, name=phase.id, phase=phase)
-            for marker in maestro.markers(phase):
+            for marker in maestro.resolve.markers(phase):
                 item.add_marker(marker)
             yield item
         if not maestro.run.decides:  # an xdist worker: see scheduler.py for why

@@ -26,7 +26,7 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
     known += [f"{earlier} completed in an earlier run"] if earlier else []
     if known:
         counts += f": {', '.join(known)}, {total - len(done) - earlier} to run"
-    runtimes = Counter(maestro.runtime_name(phase) or "none" for phase in plan.phases)
+    runtimes = Counter(maestro.resolve.runtime_name(phase) or "none" for phase in plan.phases)
     root = shown(maestro.root, cwd.resolve())
     lines = [
         f"maestro: {shown(plan.path, cwd)} ({plan.format}), root {root}",
@@ -35,7 +35,7 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
         f"maestro: {_parallel(maestro, workers)}",
         "maestro: runtimes: " + ", ".join(f"{name} {n}" for name, n in runtimes.most_common()),
     ]
-    if maestro.recorder is not None:  # the session is open: this run records it there
+    if maestro.life.recorder is not None:  # the session is open: this run records it there
         lines.append(f"maestro: session {shown(maestro.paths.snapshot, cwd)}")
     return lines
 

@@ -134,9 +134,10 @@ class DependencyScheduling:
         crashed = self.running.pop(node)
         if crashed is None:
             return None
-        self.maestro.end_running(crashed)  # what the crashed phase's commands still run
-        if self.maestro.recorder is not None:  # then its files, before another phase writes them
-            self.maestro.notes += self.maestro.recorder.crashed(crashed)
+        life = self.maestro.life
+        life.end_running(crashed)  # what the crashed phase's commands still run
+        if life.recorder is not None:  # then its files, before another phase writes them
+            life.notes += life.recorder.crashed(crashed)
         self.crashed.add(crashed)
         return self._nodeid(crashed)
 
@@ -171,9 +172,9 @@ class DependencyScheduling:
         maestro, run = self.maestro, self.run
         selected = [node.name for node in map(NodeId.of, self.collection) if node.name != SYNC_NAME]
         run.select(selected)
-        refusal = maestro.cannot_run(selected)
-        if refusal is not None:
-            pytest.exit(refusal, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
+        run.refused = maestro.resolve.refusal(selected)
+        if run.refused is not None:
+            pytest.exit(run.refused, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
         to_run = []
         for phase_id in run.topological(selected):
             reason = run.why_not_run(phase_id, scheduled=True)

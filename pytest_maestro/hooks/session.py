@@ -69,9 +69,9 @@ class MaestroSession:
             session.items.append(sync)
         self.run.select(by_id)
         if self.run.decides and not self.config.option.collectonly:
-            refusal = self.maestro.cannot_run(by_id)
-            if refusal is not None:
-                raise pytest.UsageError(refusal)
+            self.run.refused = self.maestro.resolve.refusal(by_id)
+            if self.run.refused is not None:
+                raise pytest.UsageError(self.run.refused)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -84,14 +84,14 @@ class MaestroSession:
         (``reaping``)."""
         self.pytest_session = session
         distributed = runs_distributed(self.config)
-        on_signal = self.maestro.stop_running if distributed else None
+        on_signal = self.maestro.life.stop_running if distributed else None
         self.cleanup.enter_context(interrupted_by([signal.SIGTERM, signal.SIGHUP], on_signal))
         if not distributed:
             self.cleanup.enter_context(subreaper())
         if not self.run.decides or self.config.option.collectonly:
             return
         try:
-            self.maestro.open_state(parallel=runs_distributed(self.config))
+            self.maestro.life.open(parallel=runs_distributed(self.config))
         except StateError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -128,7 +128,7 @@ class MaestroSession:
             return
         self.run.record(facts)
         self.nodeids[facts.phase] = report.nodeid
-        recorder = self.maestro.recorder
+        recorder = self.maestro.life.recorder
         if recorder is not None:
             recorder.finished(facts)
             if recorder.unwritable is not None:
@@ -140,7 +140,7 @@ class MaestroSession:
             elif facts.status in (Status.FAILED, Status.BLOCKED):
                 self._check_breaker()
         phase = self.maestro.plan.phase(facts.phase)
-        agent, wave = self.maestro.agent_name(phase), self.run.graph.wave(phase.id)
+        agent, wave = self.maestro.resolve.agent_name(phase), self.run.graph.wave(phase.id)
         junit.record_phase(self.config, report, facts, agent, wave)
 
     @pytest.hookimpl(tryfirst=True)
@@ -155,9 +155,9 @@ class MaestroSession:
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
         try:
-            self.maestro.close_state(outputs=self.looped)
+            self.maestro.life.close(outputs=self.looped and self.run.refused is None)
         except StateError as exc:  # a full disk: the journal keeps what the snapshot lacks
-            self.maestro.notes.append(str(exc))
+            self.maestro.life.notes.append(str(exc))
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.cleanup.close()
@@ -173,8 +173,8 @@ class MaestroSession:
         return header_lines(self.maestro, config.invocation_params.dir, workers)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        written = self.maestro.written
-        if written is not None or self.maestro.notes:
+        written = self.maestro.life.written
+        if written is not None or self.maestro.life.notes:
             terminalreporter.section("maestro", sep="-")
         if written is not None:
             cwd = self.config.invocation_params.dir
@@ -192,10 +192,10 @@ class MaestroSession:
                 f"maestro: {self.run.resumed} phase(s) completed in an earlier run were not run "
                 "again (--maestro-fresh runs every phase)"
             )
-        for note in self.maestro.notes:
+        for note in self.maestro.life.notes:
             terminalreporter.line(note)
         maestro = self.maestro
-        warnings = [*maestro.plan.warnings, *maestro.warnings, *maestro.ignored_agent_fields()]
+        warnings = [*maestro.plan.warnings, *maestro.resolve.warnings()]
         if warnings:
             terminalreporter.section("maestro plan warnings", sep="-", yellow=True)
             for warning in warnings:
@@ -212,8 +212,8 @@ class MaestroSession:
         if self.stopped:
             return
         self.stopped = True
-        if self.maestro.recorder is not None:
-            self.maestro.recorder.stop(reason)
+        if self.maestro.life.recorder is not None:
+            self.maestro.life.recorder.stop(reason)
         stop_session(self.config, self.pytest_session, reason)
 
     def _report_unrun(self) -> None:

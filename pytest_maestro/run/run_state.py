@@ -40,6 +40,9 @@ class RunState:
         self.resumed = 0  # phases not run because an earlier run completed them
         self.skipped_after_failure: set[str] = set()  # phase ids, for --lf
         self.stop_reason: str | None = None  # set once the circuit breaker trips
+        # Why the selection was refused before any phase ran (``Resolver.refusal``): such a run
+        # leaves the outputs of the last one as they were.
+        self.refused: str | None = None
 
     # -- what runs, in which order -------------------------------------------------------------
 

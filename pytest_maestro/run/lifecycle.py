@@ -1,0 +1,175 @@
+"""A run's lifecycle in the process that decides: the session state opened and closed, the
+isolation started and finished, what follows each phase's end (a commit, the budget, notes), the
+outputs written, and what runs ended when the run is stopped. See docs/architecture.md,
+"Session state"."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from ..git import commit
+from ..isolation.worktree import Isolation, IsolationError
+from ..phase.budget import Budget
+from ..phase.facts import PhaseFacts
+from ..plan import Phase
+from ..plan.graph import PlanGraph
+from ..processes.leftovers import end_groups, read_running_record, tell_owners
+from ..processes.process import KILL_GRACE
+from ..settings import Settings, SettingsError
+from ..state import SessionPaths, StateError, Status
+from ..state.aside import move_aside
+from ..texts import os_error_text
+from ..views.outputs import Written, write_outputs
+from .recorder import Recorder
+from .run_state import RunState
+
+
+class Lifecycle:
+    def __init__(
+        self, settings: Settings, graph: PlanGraph, root: Path, paths: SessionPaths, run: RunState
+    ) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.plan = graph.plan
+        self.root = root
+        self.paths = paths
+        self.state_dir = paths.state_dir
+        self.run = run
+        self.budget = Budget(paths.spend, settings.budget_usd or None)
+        self.recorder: Recorder | None = None  # the session state, once open
+        self.notes: list[str] = []  # what the run did that users should know of
+        self.written: Written | None = None  # the run's summary and report, once it ended
+        self.isolation = self._isolation() if settings.isolate == "worktree" else None
+
+    def _isolation(self) -> Isolation:
+        include = (*self.plan.isolate_include, *self.settings.include)
+        try:
+            return Isolation.for_root(self.root, self.paths, include)
+        except IsolationError as exc:
+            raise SettingsError(str(exc)) from None
+
+    # -- the session state ---------------------------------------------------------------------
+
+    def open(self, parallel: bool) -> None:
+        """Lock and resume the plan's session; StateError when it cannot be used."""
+        if self.settings.fresh:  # whatever is in the way of a new session goes aside
+            try:
+                self.notes += move_aside(self.paths)
+            except OSError as exc:
+                raise StateError(f"--maestro-fresh: {os_error_text(exc)}") from None
+        try:
+            self.paths.logs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"cannot use {self.paths.logs} for the phases' logs: {exc.strerror}; it must be a "
+                "directory this tool can write (--maestro-fresh moves aside what is in the way)"
+            ) from None
+        recorder = Recorder.open(self.state_dir, self.graph, self.root, self.settings.fresh)
+        try:
+            self.budget.reset()  # --maestro-budget-usd caps this run
+            self.notes += [
+                f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
+                for pid, r in recorder.restored
+            ]
+            recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
+            if self.isolation is not None:
+                kept = self.isolation.start()
+                self.notes += [f"after a killed run: {line}" for line in kept]
+        except BaseException as exc:
+            recorder.close()  # no run, and pytest ends no session it never started
+            if isinstance(exc, IsolationError | OSError):
+                raise StateError(_start_error(exc)) from None
+            raise
+        self.recorder = recorder
+        self.run.resume(
+            {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
+        )
+
+    def close(self, outputs: bool = True) -> None:
+        """Close the session, then write the run's summary and report from what it holds, unless
+        not ``outputs`` (a run refused before any phase could start leaves those of the last)."""
+        if self.isolation is not None:
+            try:
+                self.isolation.close()  # this process's worktree
+                if self.recorder is not None:
+                    self.notes += self.isolation.finish()  # and any a crashed worker left
+            except (IsolationError, OSError) as exc:
+                self.notes.append(f"worktrees not cleaned up: {exc}")
+        recorder, self.recorder = self.recorder, None
+        if recorder is None:
+            return
+        try:
+            recorder.close()
+            if lag := recorder.store.lag:
+                lagged = f"session file {self.paths.snapshot} lagged the run: {lag}"
+                self.notes.append(f"{lagged}; its journal kept every change")
+        finally:  # a fold the disk refused still leaves the run's outputs, from memory
+            if outputs:
+                report = Path(self.settings.report) if self.settings.report else None
+                final = recorder.store.document()
+                self.written = write_outputs(
+                    final, self.plan.ids, self.paths.summary, report, os.environ, self.plan.done_ids
+                )
+
+    # -- phases --------------------------------------------------------------------------------
+
+    def stop_running(self) -> None:
+        """The run is stopped by a signal to the controller, which does not reach its workers:
+        each worker running a phase is told as pytest was (SIGTERM), so that it takes its
+        command's end for the stop it is, never for a failed attempt to retry; then the groups
+        their commands lead are ended here too, in case a worker cannot end them."""
+        tell_owners(self.paths.running_records(), signal.SIGTERM)
+        self.end_running()
+
+    def end_running(self, phase_id: str | None = None, grace: float = KILL_GRACE) -> list[int]:
+        """End the process groups the running records of this plan name (of one phase, or all):
+        a crashed worker's phase, or everything when the run itself is stopped by a signal."""
+        groups = [
+            group
+            for path in self.paths.running_records()
+            for record in (read_running_record(path),)
+            if phase_id is None or record.phase == phase_id
+            for group in record.groups
+        ]
+        return end_groups(groups, grace)
+
+    def phase_started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
+        """On disk before the phase starts: a killed run leaves it in progress, to be reset."""
+        if self.recorder is not None:
+            self.recorder.started(phase, agent, worker)
+
+    def phase_finished(self, facts: PhaseFacts) -> str | None:
+        """After a phase's news is on disk (controller only): commit its files under
+        ``--maestro-commit``, note what users should know, and say why the run must stop."""
+        phase = self.plan.phase(facts.phase)
+        ran = facts.skip is None
+        if ran and facts.outside:
+            self.notes.append(
+                f"phase {phase.id!r} changed files outside its declared ones: "
+                + ", ".join(facts.outside)
+            )
+        if ran and facts.unverified:
+            self.notes.append(
+                f"phase {phase.id!r} passed unverified: no acceptance command checked the "
+                "agent's work"
+            )
+        self.notes += [f"phase {phase.id!r}: warning: {w}" for w in facts.warnings or ()]
+        if ran and facts.status == Status.COMPLETED and self.settings.commit:
+            said = commit(self.root, phase.files.all(), f"{phase.id}: {phase.name}")
+            self.notes.append(f"phase {phase.id!r}: {said}")
+        if self.budget.session_cap is not None and ran:
+            spent = self.budget.spent()
+            if spent >= self.budget.session_cap:
+                return (
+                    f"the run's budget of ${self.budget.session_cap:g} is spent "
+                    f"(${spent:.4f}; --maestro-budget-usd)"
+                )
+        return None
+
+
+def _start_error(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot start the run: {os_error_text(error)}"
+    return str(error)
