@@ -23,10 +23,10 @@ from pytest_maestro.runtimes.activity import (
 from pytest_maestro.runtimes.gemini import GeminiRuntime
 from pytest_maestro.state.model import Tokens
 
-from .helpers import write_plan
+from .helpers import FAKES, FIXTURES, write_plan
 
 ROOT = Path("/project")
-STREAMS = Path(__file__).parent / "fixtures" / "streams"
+STREAMS = FIXTURES / "streams"
 
 # claude's second turn, in the shape of its first (tests/fixtures/streams/claude.jsonl).
 CLAUDE_BASH = (
@@ -172,7 +172,6 @@ def test_an_activity_is_a_progress_line_with_its_turn_and_the_phase_time() -> No
     assert PhaseEvent("core", ACTIVITY, 2.0, detail="exec ls").line().endswith("exec ls (2.00s)")
 
 
-FAKES = Path(__file__).parent / "fakes"
 WORKERS = {"sequential": [], "xdist": ["-n", "1"]}
 
 

@@ -18,9 +18,8 @@ from pytest_maestro.phase.prompt import SessionContext
 from pytest_maestro.plan import load_plan
 from pytest_maestro.state import read_session
 
-from .helpers import git_repo, write_plan
+from .helpers import FAKES, git_repo, write_plan
 
-FAKES = Path(__file__).parent / "fakes"
 CLIS = ["claude", "codex", "gemini", "copilot", "opencode"]
 
 

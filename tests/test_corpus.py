@@ -19,6 +19,8 @@ from pytest_maestro.plan.formats import maestro_md, steps, superpowers, tasklist
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
 
+from .helpers import FIXTURES
+
 
 def folder(variable: str) -> Path | None:
     named = os.environ.get(variable)
@@ -26,7 +28,7 @@ def folder(variable: str) -> Path | None:
 
 
 # Where a variable names no folder, a path that is none: the tests that read it skip.
-NOWHERE = Path(__file__).parent / "fixtures" / "no such folder"
+NOWHERE = FIXTURES / "no such folder"
 CORPUS = folder("MAESTRO_TEST_CORPUS") or NOWHERE
 SEEDS = folder("MAESTRO_TEST_SEEDS") or NOWHERE
 MARKDOWN_READERS = (maestro_md, tasklist, steps, superpowers)

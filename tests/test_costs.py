@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +13,7 @@ from pytest_maestro.runtimes.prices import estimate
 from pytest_maestro.state import read_session
 from pytest_maestro.state.model import PhaseState, Tokens
 
-from .helpers import write_plan
-
-FAKES = Path(__file__).parent / "fakes"
+from .helpers import FAKES, write_plan
 
 
 def test_a_known_model_s_tokens_are_priced_and_marked_estimated() -> None:

@@ -23,9 +23,9 @@ from pytest_maestro.scheduling.jobs import JobGraph, plan_jobs
 from pytest_maestro.scheduling.policy import WavePolicy
 from pytest_maestro.scheduling.simulation import simulate
 
-from .helpers import phase, write_plan
+from .helpers import REPO, phase, write_plan
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "example_plans").iterdir())
+EXAMPLES = sorted((REPO / "example_plans").iterdir())
 FILES = ["f0", "f1", "f2", "f3", "src", "src/a.py"]
 
 # -- one graph, passed around ----------------------------------------------------------------------

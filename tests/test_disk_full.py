@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import REPO
 
 
 def _can_mount_tmpfs() -> bool:

@@ -26,9 +26,9 @@ from pytest_maestro.processes.leftovers import (
 )
 from pytest_maestro.processes.reaping import children, end_left, is_subreaper, subreaper
 
+from .helpers import FAKES
 from .test_safety import gone, marked
 
-FAKES = Path(__file__).parent / "fakes"
 PY = sys.executable
 
 

@@ -24,11 +24,7 @@ import pytest
 
 from pytest_maestro.state import read_session
 
-from .helpers import git_repo
-
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
-FAKES = TESTS / "fakes"
+from .helpers import FAKES, FIXTURES, REPO, git_repo
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,8 @@ def test_an_example_plan_runs_end_to_end_on_an_agent_cli(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, example: Example
 ) -> None:
     root = pytester.path
-    start = TESTS / "fixtures" / "projects" / example.stem
-    solutions = TESTS / "fixtures" / "solutions" / example.stem
+    start = FIXTURES / "projects" / example.stem
+    solutions = FIXTURES / "solutions" / example.stem
     shutil.copytree(start, root, dirs_exist_ok=True)
     shutil.copy(REPO / "example_plans" / example.plan, root / example.plan)
     if example.agents:

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import assert_phases
-
-REPO = Path(__file__).resolve().parent.parent
+from .helpers import REPO, assert_phases
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -17,6 +17,8 @@ import pytest
 
 from pytest_maestro.runtimes.cli import trailing_json_object
 
+from .helpers import FAKES
+
 
 def trailing_json(stderr: str) -> dict[str, Any]:
     """The error JSON that ends gemini's stderr, after its warnings."""
@@ -25,7 +27,6 @@ def trailing_json(stderr: str) -> dict[str, Any]:
     return found
 
 
-FAKES = Path(__file__).parent / "fakes"
 PROMPT = "Phase: p1 — Write things\nAttempt: 1\n\n## Task\nDo it.\n"
 REPORT_HEADINGS = ("## Task Report", "## Downstream Context")
 

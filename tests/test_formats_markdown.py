@@ -15,9 +15,11 @@ from pytest_maestro.plan.formats import markdown as md
 from pytest_maestro.plan.model import Check, Plan
 from pytest_maestro.plan.source import Source
 
+from .helpers import REPO
+
 MARKDOWN_READERS = (maestro_md, tasklist, steps, superpowers)
 READER = {reader.NAME: reader for reader in MARKDOWN_READERS}
-EXAMPLES = Path(__file__).resolve().parents[1] / "example_plans"
+EXAMPLES = REPO / "example_plans"
 
 
 def write(tmp_path: Path, text: str, name: str = "plan.md") -> Path:

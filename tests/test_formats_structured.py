@@ -26,7 +26,8 @@ from pytest_maestro.plan.formats._structured import parse_json
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import REPO
+
 EXAMPLES = REPO / "example_plans"
 
 

@@ -18,8 +18,9 @@ from pytest_maestro.plan.formats import maestro_md, numbered, speckit, steps, su
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
 
-REPO = Path(__file__).resolve().parents[1]
-PLANS = REPO / "tests" / "fixtures" / "plans"
+from .helpers import FIXTURES, REPO
+
+PLANS = FIXTURES / "plans"
 EXAMPLES = REPO / "example_plans"
 OLD_MARKDOWN_READERS = (maestro_md, tasklist, steps, superpowers)
 

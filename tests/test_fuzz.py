@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from pytest_maestro.numbers import WEEK
 from pytest_maestro.plan import FORMAT_NAMES, Plan, PlanError, load_plan
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import REPO
+
 EXAMPLES = sorted((REPO / "example_plans").iterdir())
 FORMATS: tuple[str | None, ...] = (None, *FORMAT_NAMES)
 SUFFIXES = (".yaml", ".yml", ".json", ".md", ".txt", "")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .helpers import phase, write_plan
+from .helpers import FAKES, phase, write_plan
 
 ISOLATE = "--maestro-isolate=worktree"
 
@@ -400,9 +400,6 @@ def test_the_users_edit_during_the_run_is_a_conflict_naming_it(
     )
     assert (repo / "app.txt").read_text().endswith("edited during the run\n")
     assert "phase" not in (repo / "app.txt").read_text()
-
-
-FAKES = Path(__file__).parent / "fakes"
 
 
 def test_an_agent_cli_works_in_its_worktree_and_its_prompt_stays_in_the_state_dir(

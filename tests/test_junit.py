@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import junitparser
 import pytest
 from lxml import etree
 
-from .helpers import assert_phases, phase, write_plan
+from .helpers import FAKES, FIXTURES, assert_phases, phase, write_plan
 
 # The JUnit 10 schema (MIT, Gregory Boissinot) that CI systems validate against, shipped here.
 # Validated with lxml (libxml2's XSD validator: already a test dependency, and what many CI
 # tools use), read back with junitparser, as CI plugins read JUnit files.
-SCHEMA = Path(__file__).resolve().parent / "fixtures" / "junit-10.xsd"
-FAKES = Path(__file__).parent / "fakes"
+SCHEMA = FIXTURES / "junit-10.xsd"
 
 
 def _plan(pytester: pytest.Pytester) -> None:

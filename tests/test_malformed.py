@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pytest_maestro.plan import NOT_A_PLAN, PlanError, load_plan, paused_gc
 from pytest_maestro.plan.validate import _may_be_absolute
 
-REPO = Path(__file__).resolve().parents[1]
+from .helpers import REPO
 
 
 @dataclass(frozen=True)

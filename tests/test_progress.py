@@ -15,9 +15,8 @@ import pytest
 from pytest_maestro.phase.events import RETRY, STARTED, WAITING, PhaseEvent, duration_text
 from pytest_maestro.phase.facts import PhaseFacts
 
-from .helpers import assert_phases, phase, write_plan
+from .helpers import FAKES, assert_phases, phase, write_plan
 
-FAKES = Path(__file__).parent / "fakes"
 WORKERS = {"sequential": [], "xdist": ["-n", "2"]}
 CHECK = {"criterion": "the file exists", "check": "test -f nothing"}
 # A whole progress line, as the controller writes it; nothing may be glued before or after.

@@ -17,7 +17,8 @@ from pytest_maestro.runtimes.cli import CliRuntime, ignored_fields, judge, retry
 from pytest_maestro.runtimes.cli import Reply as CliReply
 from pytest_maestro.runtimes.command import TemplateError, expand
 
-FAKES = Path(__file__).parent / "fakes"
+from .helpers import FAKES
+
 RUNTIMES = {runtime.name: runtime for runtime in BUILTIN_RUNTIMES}
 AGENT_CLIS = ["claude", "codex", "gemini", "copilot", "opencode"]
 REPORTS_COST = {"claude", "opencode"}  # the others report tokens only

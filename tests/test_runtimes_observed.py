@@ -16,6 +16,7 @@ from pytest_maestro.processes.process import ProcessResult
 from pytest_maestro.runtimes import AgentRequest, cli
 from pytest_maestro.runtimes.cli import CliRuntime
 
+from .helpers import FIXTURES
 from .test_runtimes import AGENT_CLIS, FAKES, RUNTIMES, run
 
 # The CLI's own words, as each stand-in prints them (from the real releases in .ci/clis.txt).
@@ -97,7 +98,7 @@ def test_codex_without_a_network_is_ended_and_blocked_at_its_first_reconnect(
 # What gemini 0.61.0 printed on stderr, retrying an API that answered every request 429
 # (tests/conformance), its bundle's path made /repo/.clis: stack traces between the lines that
 # say so.
-GEMINI_RETRYING = (Path(__file__).parent / "fixtures" / "streams" / "gemini-429.stderr").read_text()
+GEMINI_RETRYING = (FIXTURES / "streams" / "gemini-429.stderr").read_text()
 GEMINI_NOTICES = (
     "Warning: 256-color support not detected. Using a terminal with at least 256-color support is"
     " recommended for a better visual experience.\n"

@@ -44,8 +44,8 @@ from pytest_maestro.state.journal import read_journal
 from pytest_maestro.state.resume import INTERRUPTED
 from pytest_maestro.views.markdown_report import session_report
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
+from .helpers import FIXTURES, REPO
+
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 

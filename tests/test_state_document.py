@@ -3,15 +3,13 @@ system."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pytest_maestro.state import SessionCorrupt
 from pytest_maestro.state.document import parse_session, render
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from .helpers import FIXTURES
 
 
 def doc() -> SessionDoc:
