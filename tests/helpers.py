@@ -9,6 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
+# Where the test tree's shared files are, for a test module in any folder of tests/.
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+FAKES = TESTS / "fakes"
+FIXTURES = TESTS / "fixtures"
+
 # The keys of `--maestro-analyze=json` and of each of its phases, in order: scripts rely on them.
 ANALYSIS_KEYS = [
     "plan",

@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
 from pytest_maestro.settings import OPTIONS, Settings
 from pytest_maestro.state import read_session
 
-from .helpers import phase, write_plan
+from .helpers import REPO, phase, write_plan
 
-REPO = Path(__file__).resolve().parent.parent
 ENV_NAMES = [option.env for option in OPTIONS if option.env]
 
 
