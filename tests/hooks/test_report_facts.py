@@ -6,7 +6,7 @@ import pytest
 
 from pytest_maestro.phase.facts import PhaseFacts
 
-from .helpers import phase, write_plan
+from ..helpers import phase, write_plan
 
 
 def test_each_report_is_decoded_once(
