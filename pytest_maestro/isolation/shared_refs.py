@@ -198,7 +198,7 @@ def checked_out_elsewhere(top: Path, here: Path) -> set[str]:
 
 
 def put_back_branches(
-    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str], run: Run
+    own: Own, here: Path, before: Branches, keep: Callable[[str, str], str], baseline: Baseline
 ) -> list[str]:
     """Branches the worktree ``here`` made or moved since ``before`` go back as they were;
     ``keep(what, commit)`` keeps each new commit and says where. Where they were kept."""
@@ -211,7 +211,7 @@ def put_back_branches(
         try:
             if new is None:  # deleted: the user's comes back; a phase's was kept by its taker
                 assert old is not None
-                if ref in run.users.branches and not run.phase_work(own, old):
+                if ref in baseline.users.branches and not baseline.phase_work(own, old):
                     set_ref(top, ref, old, "0" * len(old))
             elif own.made(new) or (ref in own.checked_out and ref not in elsewhere):
                 kept.append(keep(ref.removeprefix("refs/heads/"), new))
@@ -225,7 +225,7 @@ def put_back_branches(
 
 
 @dataclass(frozen=True)
-class Run:
+class Baseline:
     """What the whole run knows: the user's refs as it started, and its base commit (every
     phase's work descends from it)."""
 
@@ -268,15 +268,15 @@ def unstash(own: Own, keep: Callable[[str, str], str]) -> list[str]:
     return list(kept.values())
 
 
-def put_back_tags(own: Own, run: Run, keep: Callable[[str, str], str]) -> list[str]:
+def put_back_tags(own: Own, baseline: Baseline, keep: Callable[[str, str], str]) -> list[str]:
     """The user's tags as the run started, deleted or moved since, point where they did again;
     ``keep(what, object)`` keeps where a moved one pointed and says where. Tags made during the
     run stay as they are."""
     kept = []
     now = refs_under(own.top, "refs/tags/")
-    for ref, old in sorted(run.users.tags.items()):
+    for ref, old in sorted(baseline.users.tags.items()):
         new = now.get(ref)
-        if new == old or run.phase_work(own, old):
+        if new == old or baseline.phase_work(own, old):
             continue
         try:
             if new is not None:
@@ -298,7 +298,11 @@ def restash(top: Path, users: Stash) -> None:
 
 
 def put_back(
-    own: Own, here: Path, run: Run, before: Branches | None, keep: Callable[[str, str], str]
+    own: Own,
+    here: Path,
+    baseline: Baseline,
+    before: Branches | None,
+    keep: Callable[[str, str], str],
 ) -> list[str]:
     """All of the above for the worktree ``here`` (``own``: what it did; ``before``: its
     branches as it started, None if unknown), each whatever another's failure; where what was
@@ -307,11 +311,11 @@ def put_back(
     with contextlib.suppress(GitError):
         kept += unstash(own, keep)
     with contextlib.suppress(GitError):
-        restash(own.top, run.users.stash)
+        restash(own.top, baseline.users.stash)
     if before is not None:
-        kept += put_back_branches(own, here, before, keep, run)
+        kept += put_back_branches(own, here, before, keep, baseline)
     with contextlib.suppress(GitError):
-        kept += put_back_tags(own, run, keep)
+        kept += put_back_tags(own, baseline, keep)
     return kept
 
 

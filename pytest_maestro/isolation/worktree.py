@@ -37,8 +37,8 @@ from .kept import Keeper
 from .locks import held, state_lock
 from .shared_config import put_back_config, save_config
 from .shared_refs import (
+    Baseline,
     Own,
-    Run,
     Users,
     branches,
     keeper,
@@ -372,9 +372,9 @@ class Workspace:
             config = iso.kept_dir / f"{stem}-config-{stamp()}"
             lines = [put_back_config(iso.common, self.config_copy, config)]
             own = Own.read(iso.top, self.path, self._admin() / "logs" / "HEAD", self.start)
-            run = Run(Users.load(iso.users), rev(iso.top, iso.base_ref))
+            baseline = Baseline(Users.load(iso.users), rev(iso.top, iso.base_ref))
             before = None if self.branches is None else dict(self.branches)
-            refs = put_back(own, self.path, run, before, keep)
+            refs = put_back(own, self.path, baseline, before, keep)
         return [line for line in lines if line] + [f"{KEPT_REF}{ref}" for ref in refs]
 
     def remove(self, keep_marker: bool = False) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 from ..state.model import Tokens
 from .activity import ClaudeReader, Reader
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, dollars, last_json_object, stderr_reason
+from .cli import CliRuntime, Reply
+from .replies import count, dollars, last_json_object, stderr_reason
 
 # Its own retries of 429 and 529 are silent (10 by default): after these few, a limit reaches this
 # tool's backoff. A user's own setting wins.

@@ -16,7 +16,8 @@ from pathlib import Path
 from ..state.model import Tokens
 from .activity import CodexReader, Reader
 from .base import AgentRequest
-from .cli import CliRuntime, Reply, count, json_lines, stderr_reason, uncached
+from .cli import CliRuntime, Reply
+from .replies import count, json_lines, stderr_reason, uncached
 
 # Its reconnect events when the API cannot be reached or refuses the key: it would go on (without
 # a network, for good), so the call is ended at the first.

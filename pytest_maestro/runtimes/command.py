@@ -17,7 +17,8 @@ from typing import Any
 from ..state.model import Status, Tokens
 from .activity import CopilotReader, OpenCodeReader, Reader
 from .base import AgentRequest, AgentResult
-from .cli import CliRuntime, Reply, count, dollars, json_lines, stderr_reason
+from .cli import CliRuntime, Reply
+from .replies import count, dollars, json_lines, stderr_reason
 
 PLACEHOLDERS = ("prompt_file", "model", "phase_id", "root")
 

@@ -21,15 +21,8 @@ from typing import Any
 from ..state.model import Tokens
 from .activity import GeminiReader, Reader
 from .base import AgentRequest
-from .cli import (
-    CliRuntime,
-    Reply,
-    count,
-    json_lines,
-    stderr_reason,
-    trailing_json_object,
-    uncached,
-)
+from .cli import CliRuntime, Reply
+from .replies import count, json_lines, stderr_reason, trailing_json_object, uncached
 
 EXIT_CODES = {
     1: "API error",

@@ -27,7 +27,8 @@ from .model import (
 )
 from .paths import SessionPaths
 from .resume import Interrupted, fingerprints
-from .store import InvalidTransition, SessionStore
+from .store import SessionStore
+from .transitions import InvalidTransition
 
 __all__ = [
     "Interrupted",

@@ -32,44 +32,18 @@ from .model import (
 )
 from .paths import SessionPaths, plan_relpath
 from .resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
+from .transitions import check_transition
 
 # The journal is folded into the snapshot past this many entries per phase (and at least
 # _MIN_JOURNAL): a snapshot costs O(phases), so its share of each transition stays constant.
 _JOURNAL_PER_PHASE = 4
 _MIN_JOURNAL = 2048
 
-_NEXT: dict[Status, frozenset[Status]] = {
-    Status.PENDING: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
-    Status.IN_PROGRESS: frozenset({Status.COMPLETED, Status.FAILED, Status.BLOCKED}),
-    Status.COMPLETED: frozenset(),  # only reset() leaves it: the phase's definition changed
-    # A rerun starts the phase again, or skips it again while a dependency still fails.
-    Status.FAILED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
-    Status.BLOCKED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
-    Status.SKIPPED: frozenset({Status.IN_PROGRESS, Status.SKIPPED}),
-}
-
 _STATUS_ONLY = PhaseChange()  # a move that says nothing but its status
 
 # The way out of a session this tool cannot read: what the user can do, said with the problem.
 FRESH = "; --maestro-fresh archives it and starts the session over"
 ASIDE = "; --maestro-fresh moves aside what is in the way, and keeps it"
-
-
-class InvalidTransition(ValueError):
-    """A transition the phase state machine does not allow: a bug in the caller."""
-
-    def __init__(self, phase_id: str, old: Status, new: Status) -> None:
-        super().__init__(
-            f"phase {phase_id!r}: {old.value} -> {new.value} is not a valid transition"
-        )
-
-
-def _status(value: Status | str) -> Status:
-    try:
-        return Status(value)
-    except ValueError:
-        known = ", ".join(s.value for s in Status)
-        raise ValueError(f"unknown phase status {value!r}; expected one of {known}") from None
 
 
 class SessionStore:
@@ -241,9 +215,8 @@ class SessionStore:
         """Move a phase to ``status`` with what ``change`` says of that move; on disk when it
         returns unless not ``durable`` (for a move that something else already holds on disk).
         """
-        old, new = self.phase(phase_id), _status(status)
-        if new not in _NEXT[old.status]:
-            raise InvalidTransition(phase_id, old.status, new)
+        old = self.phase(phase_id)
+        new = check_transition(phase_id, old.status, status)
         at = now()
         facts = journal_facts(change, new, at, old)
         self._write(

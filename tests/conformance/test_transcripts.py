@@ -14,7 +14,8 @@ import pytest
 
 from pytest_maestro.plan.model import Phase
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest
-from pytest_maestro.runtimes.cli import CliRuntime, json_lines
+from pytest_maestro.runtimes.cli import CliRuntime
+from pytest_maestro.runtimes.replies import json_lines
 
 from .clis import CLIS, environment, installed
 from .fake_apis import Script, serve

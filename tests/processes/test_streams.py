@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_maestro.processes.process import run_process
 from pytest_maestro.processes.streams import LINE_LIMIT, Tee
-from pytest_maestro.runtimes.cli import trailing_json_object
+from pytest_maestro.runtimes.replies import trailing_json_object
 
 INTERLEAVED = "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2; sleep 0.1; echo err2 >&2"
 

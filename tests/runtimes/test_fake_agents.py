@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.runtimes.cli import trailing_json_object
+from pytest_maestro.runtimes.replies import trailing_json_object
 
 from ..helpers import FAKES
 
