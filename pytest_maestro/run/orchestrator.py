@@ -24,6 +24,7 @@ from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
 from ..phase.runner import PhaseRunner, RunConfig
+from ..phase.slots import AccountSlots
 from ..plan import Phase
 from ..plan.errors import location
 from ..plan.graph import PlanGraph
@@ -81,6 +82,7 @@ class Orchestrator:
         self.recorder: Recorder | None = None  # the session state, where reports arrive
         cap = settings.budget_usd or None
         self.budget = Budget(self.state_dir / f"{self.paths.name}.spend", cap)
+        self.slots = AccountSlots(self.state_dir, self.paths.name, settings.call_limits)
         self.warnings: list[str] = []  # for the terminal summary, beside the plan's
         self.notes: list[str] = []  # what the run did that users should know of
         self.progress: Progress | None = None  # told when a phase starts, retries, waits
@@ -114,6 +116,7 @@ class Orchestrator:
         recorder = Recorder.open(self.state_dir, self.plan, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run
+            self.slots.reset()
             self.notes += [
                 f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
                 for pid, r in recorder.restored
@@ -154,9 +157,20 @@ class Orchestrator:
             if outputs and self.refused is None:
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
+                waited = self._account_wait()
                 self.written = write_outputs(
-                    final, self.plan.ids, self.state_dir, report, os.environ, self.plan.done_ids
-                )
+                    final, self.plan.ids, self.state_dir, report, os.environ, self.plan.done_ids,
+                    account_wait=waited,
+                )  # fmt: skip
+                self.notes += self.slots.notes
+
+    def _account_wait(self) -> float:
+        """Seconds this run's phases waited for the account (0: not known)."""
+        try:
+            return self.slots.waited()
+        except (OSError, TimeoutError) as exc:
+            self.notes.append(f"how long phases waited for the account is not known: {exc}")
+            return 0.0
 
     # -- phases --------------------------------------------------------------------------------
 
@@ -372,6 +386,7 @@ class Orchestrator:
             isolation=self.isolation,
             progress=self.progress,
             plan_path=self.plan_path,
+            slots=self.slots,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, prompter(context, log_path(self.log_dir, phase.id)))
