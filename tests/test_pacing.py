@@ -70,6 +70,32 @@ def test_the_limit_never_falls_below_one_and_a_lone_refusal_closes_the_key() -> 
     assert pacer.keys["claude"].not_before == 13.0 + cool_off(2) == 17.0
 
 
+def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() -> None:
+    pacer = Pacer()
+    for ticket in "abcd":
+        assert ask(pacer, ticket)
+    for ticket in "abcd":
+        pacer.finish("claude", ticket, CLEAN, 1.5)  # 4 at once, served: none refused
+    for ticket in "efgh":
+        assert ask(pacer, ticket, 1.5)
+    for ticket in "efgh":  # refused together: one closing of the key, not four doublings
+        pacer.finish("claude", ticket, LIMITED, 1.6)
+    state = pacer.keys["claude"]
+    assert state.limit is None and state.not_before == 1.6 + cool_off(1)
+    assert [ask(pacer, ticket, 3.6) for ticket in "efgh"] == [True] * 4  # limit untouched
+    for ticket in "efg":
+        pacer.finish("claude", ticket, CLEAN, 5.1)
+    assert state.proven == 4 and state.refusals == 0
+    # Refused again with as many in flight as the account served: it closes again; the level
+    # it served counts one less each time, so that a second refusal there is a cut.
+    assert ask(pacer, "i", 5.1)
+    pacer.finish("claude", "i", LIMITED, 5.2)  # 2 in flight
+    assert state.limit is None and state.proven == 1 and state.not_before == 5.2 + cool_off(1)
+    assert ask(pacer, "i", 7.2)
+    pacer.finish("claude", "i", LIMITED, 7.3)  # 2 in flight again, over the 1 served
+    assert state.limit == 1
+
+
 def test_a_retry_after_closes_the_key_until_then() -> None:
     pacer = Pacer()
     assert ask(pacer, "a") and ask(pacer, "b")
@@ -167,7 +193,8 @@ def test_state_round_trips_and_refuses_garbage() -> None:
 @given(st.lists(st.tuples(st.sampled_from(["ask", "clean", "limited"]), st.integers(0, 9))))
 def test_no_call_starts_past_the_limit_after_a_refusal(steps: list[tuple[str, int]]) -> None:
     """Whatever happens, once a refusal set a limit, no more calls hold a slot than it allows
-    (calls already in flight when it fell aside)."""
+    (calls already in flight when it fell aside); a refusal with more calls in flight than the
+    account served cleanly cuts the limit, one with no more closes the key."""
     pacer = Pacer()
     now = 0.0
     for action, n in steps:
@@ -181,9 +208,12 @@ def test_no_call_starts_past_the_limit_after_a_refusal(steps: list[tuple[str, in
             if granted and state.limit is not None and len(state.held) > before:
                 assert len(state.held) <= state.limit
         elif state is not None and ticket in state.held:
+            proven = state.proven
             pacer.finish("claude", ticket, CLEAN if action == "clean" else LIMITED, now)
-            if action == "limited":
+            if action == "limited" and before > proven:  # a limit on calls at once
                 assert state.limit is not None and state.limit <= max(1, before - 1)
+            elif action == "limited":  # one per minute: the key closes
+                assert state.not_before > now and state.proven == before - 1
         if state is not None and state.limit is not None:
             assert state.limit >= 1
 

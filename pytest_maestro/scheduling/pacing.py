@@ -6,9 +6,11 @@ a ceiling passed in with each question) or learned from the account's refusals, 
 increase and multiplicative decrease: a refusal with k calls in flight makes the limit at most
 k - 1 (never below 1), a window of clean calls while calls wait makes it one more. Waiting calls
 are served first come, first served; a refused call keeps its place at the head of the queue. A
-retry-after from the CLI closes the key until then; a refusal of the only call in flight, which
-no other call's end will explain, closes it for a backoff that doubles with each such refusal. A
-spent quota blocks the key's remaining calls at once.
+retry-after from the CLI closes the key until then. A refusal that no other call's end will
+explain closes it for a backoff that doubles with each such refusal: of the only call in flight,
+or with no more calls in flight than the account served cleanly a moment ago (a limit per minute,
+not on calls at once: the concurrency limit stays). A spent quota blocks the key's remaining calls
+at once.
 
 No processes, no clock, no files: values in, decisions out. ``phase/slots.py`` keeps a `Pacer` in
 a file every process of a run shares and asks it under a lock. See docs/architecture.md, "Calls
@@ -67,6 +69,7 @@ class KeyState:
     blocked: str | None = None  # a spent quota, in the CLI's words
     blocked_until: float | None = None  # when the CLI says it resets
     per_model: bool = False  # the CLI said its limit is per model (on the runtime's key)
+    proven: int = 0  # calls in flight together that the account served cleanly, at the most
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class KeyState:
             "blocked": self.blocked,
             "blocked_until": self.blocked_until,
             "per_model": self.per_model,
+            "proven": self.proven,
         }
 
     @classmethod
@@ -95,6 +99,7 @@ class KeyState:
             blocked=None if data["blocked"] is None else str(data["blocked"]),
             blocked_until=None if data["blocked_until"] is None else float(data["blocked_until"]),
             per_model=bool(data["per_model"]),
+            proven=_whole(data["proven"], 0),
         )
         return state
 
@@ -171,7 +176,7 @@ class Pacer:
         flight = len(state.held) if ticket in state.held else len(state.held) + 1
         self.cancel(key, ticket)
         if outcome == CLEAN:
-            self._clean(state, ceiling)
+            self._clean(state, flight, ceiling)
         elif outcome == LIMITED:
             self._limited(state, flight, now, retry_after)
             if pid:
@@ -185,8 +190,9 @@ class Pacer:
         elif outcome != NEUTRAL:
             raise ValueError(f"an outcome is one of {', '.join(OUTCOMES)}, not {outcome!r}")
 
-    def _clean(self, state: KeyState, ceiling: int | None) -> None:
+    def _clean(self, state: KeyState, flight: int, ceiling: int | None) -> None:
         state.refusals = 0
+        state.proven = max(state.proven, flight)
         if state.limit is None:
             return  # nothing learned to grow back from
         state.clean += 1
@@ -196,13 +202,22 @@ class Pacer:
             state.clean = 0
 
     def _limited(self, state: KeyState, flight: int, now: float, retry_after: float | None) -> None:
-        cut = max(1, flight - 1)
-        state.limit = cut if state.limit is None else min(state.limit, cut)
+        # As many calls at once as the account served cleanly a moment ago: not a limit on calls
+        # at once but one per minute (or a busy API). The key closes instead, and the level it
+        # served counts one less, so that a refusal there again cuts the limit.
+        per_minute = flight <= state.proven
+        if per_minute:
+            state.proven = flight - 1
+        else:
+            cut = max(1, flight - 1)
+            state.limit = cut if state.limit is None else min(state.limit, cut)
+            state.proven = min(state.proven, state.limit)
         state.clean = 0
         if retry_after is not None:
             state.not_before = max(state.not_before, now + retry_after)
-        elif flight <= 1:  # no other call's end explains it: a limit per minute, or a busy API
-            state.refusals += 1
+        elif per_minute or flight <= 1:  # no other call's end will explain it
+            if now >= state.not_before:  # refusals while the key is closed are the same one
+                state.refusals += 1
             state.not_before = max(state.not_before, now + cool_off(state.refusals))
 
     def reclaim(self, alive: Callable[[int], bool]) -> list[str]:
