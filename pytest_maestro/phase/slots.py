@@ -26,7 +26,7 @@ import filelock
 from ..scheduling.pacing import NEUTRAL, Decision, Pacer
 from ..texts import duration_text
 
-POLL = 0.05  # seconds between two questions of a waiting call
+POLL = 0.02  # seconds between two questions of a waiting call (a read, most of them)
 LOCK_TIMEOUT = 60.0
 VERSION = 1
 FILE_NAME = "pacing.json"
@@ -84,31 +84,33 @@ class AccountSlots:
         """The pacer and the waits per session, read under the lock, written back after."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            pacer, waits = self._read()
+            text, pacer, waits = self._read()
             pacer.reclaim(alive)
             yield pacer, waits
             data = {"version": VERSION, "keys": pacer.to_dict(), "waited": waits}
-            temporary = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(data))
-            os.replace(temporary, self.path)
+            new = json.dumps(data)
+            if new != text:  # a waiting call's question changes nothing: nothing to write
+                temporary = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
+                temporary.write_text(new)
+                os.replace(temporary, self.path)
 
-    def _read(self) -> tuple[Pacer, dict[str, float]]:
+    def _read(self) -> tuple[str, Pacer, dict[str, float]]:
         try:
             text = self.path.read_text()
         except FileNotFoundError:
-            return Pacer(), {}
+            return "", Pacer(), {}
         try:
             data: Any = json.loads(text)
             if data["version"] != VERSION:
                 raise ValueError(f"version {data['version']!r}")
             waits = {str(k): float(v) for k, v in dict(data["waited"]).items()}
-            return Pacer.from_dict(data["keys"]), waits
+            return text, Pacer.from_dict(data["keys"]), waits
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.notes.append(
                 f"the account's call slots in {self.path} could not be read ({type(exc).__name__}"
                 "): started afresh"
             )
-            return Pacer(), {}
+            return "", Pacer(), {}
 
     def reset(self) -> None:
         """A new run of the session: its waits from zero, an earlier run's spent quota (without
