@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from ..runtimes.base import AgentRequest, AgentResult, Runtime
 from ..scheduling.pacing import CLEAN, LIMITED, NEUTRAL, QUOTA
 from ..state.model import Status, Tokens
-from .slots import AccountSlots
+from .slots import AccountSlots, Acquired
 
 FIRST_WAIT = 2.0  # seconds before the first retry of a rate-limited call
 LONGEST_WAIT = 120.0
@@ -124,15 +124,10 @@ def _paced(
         while True:
             got = slots.acquire(runtime.name, request.model, max_wait - waited, told, ticket)
             waited += got.waited
-            if got.blocked is not None:
-                message = f"{got.blocked} (no further {got.key} call is made this run)"
-                result = AgentResult(Status.BLOCKED, message, quota_spent=True)
-                return Call(result, tokens, waited, calls)
+            for line in slots.take_notes():
+                note(f"--- {line}")
             if got.ticket is None:
-                result = refused or AgentResult(
-                    Status.FAILED, f"rate limited: no slot for a {got.key} call", limited=True
-                )
-                return Call(_past_max_wait(result, waited), tokens, waited, calls)
+                return Call(_no_slot(got, refused, waited), tokens, waited, calls)
             if got.waited >= 0.05:
                 note(f"--- a slot after {got.waited:.1f}s")
             ticket = got.ticket
@@ -154,6 +149,18 @@ def _paced(
         if ticket is not None:  # a refused call that waits no more: its place goes
             slots.cancel(runtime.name, ticket)
         slots.add_waited(waited)
+
+
+def _no_slot(got: Acquired, refused: AgentResult | None, waited: float) -> AgentResult:
+    """The result of a call that got no slot: the account's quota is spent, or the phase
+    waited as long as it may (after a refusal, the refusal is its result)."""
+    if got.blocked is not None:
+        message = f"{got.blocked} (no further {got.key} call is made this run)"
+        return AgentResult(Status.BLOCKED, message, quota_spent=True)
+    result = refused or AgentResult(
+        Status.FAILED, f"rate limited: no slot for a {got.key} call", limited=True
+    )
+    return _past_max_wait(result, waited)
 
 
 def _call(

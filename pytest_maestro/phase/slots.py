@@ -112,6 +112,11 @@ class AccountSlots:
             )
             return "", Pacer(), {}
 
+    def take_notes(self) -> list[str]:
+        """What reading the file found wrong since last asked, once."""
+        notes, self.notes = self.notes, []
+        return notes
+
     def reset(self) -> None:
         """A new run of the session: its waits from zero, an earlier run's spent quota (without
         a reset time) asked again. What other processes hold stays theirs."""
@@ -120,9 +125,14 @@ class AccountSlots:
             waits[self.session] = 0.0
 
     def waited(self) -> float:
-        """Seconds this session's phases waited for the account, in all."""
-        with self._held() as (_, waits):
-            return waits.get(self.session, 0.0)
+        """Seconds this session's phases waited for the account, in all (0, and a note, when
+        the file cannot be had)."""
+        try:
+            with self._held() as (_, waits):
+                return waits.get(self.session, 0.0)
+        except (OSError, TimeoutError) as exc:
+            self.notes.append(f"how long phases waited for the account is not known: {exc}")
+            return 0.0
 
     def add_waited(self, seconds: float) -> None:
         if seconds > 0:
@@ -152,19 +162,22 @@ class AccountSlots:
                     decision = pacer.ask(key, ticket, os.getpid(), now, self.ceiling(key))
                     if not decision.granted and now - started >= most:
                         pacer.cancel(key, ticket)
-                waited = self.clock() - started
+                elapsed = self.clock() - started
+                # A slot or a refusal at the first question: no wait, whatever the lock took.
+                waited = elapsed if told else 0.0
                 if decision.granted:
                     return Acquired(ticket, key, waited)
                 if decision.blocked is not None:
                     return Acquired(None, key, waited, decision.blocked)
-                if waited >= most:
-                    return Acquired(None, key, waited)
-                if not told and waiting is not None:
+                if elapsed >= most:
+                    return Acquired(None, key, elapsed)
+                if not told:
                     told = True
                     until = decision.until  # told no longer than it may wait
-                    delay = None if until is None else min(until - now, most - waited)
-                    waiting(delay, _why(key, decision, now))
-                self.sleep(min(POLL, max(most - waited, 0.0)))
+                    if waiting is not None:
+                        delay = None if until is None else min(until - now, most)
+                        waiting(delay, _why(key, decision, now))
+                self.sleep(min(POLL, max(most - elapsed, 0.0)))
         except BaseException:
             with contextlib.suppress(Exception), self._held() as (pacer, _):
                 pacer.cancel(key, ticket)

@@ -157,20 +157,11 @@ class Orchestrator:
             if outputs and self.refused is None:
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
-                waited = self._account_wait()
                 self.written = write_outputs(
                     final, self.plan.ids, self.state_dir, report, os.environ, self.plan.done_ids,
-                    account_wait=waited,
+                    account_wait=self.slots.waited(),
                 )  # fmt: skip
-                self.notes += self.slots.notes
-
-    def _account_wait(self) -> float:
-        """Seconds this run's phases waited for the account (0: not known)."""
-        try:
-            return self.slots.waited()
-        except (OSError, TimeoutError) as exc:
-            self.notes.append(f"how long phases waited for the account is not known: {exc}")
-            return 0.0
+                self.notes += self.slots.take_notes()
 
     # -- phases --------------------------------------------------------------------------------
 
