@@ -159,9 +159,16 @@ def test_other_runtimes_and_per_model_limits_are_counted_apart() -> None:
     pacer.finish("claude", "b", LIMITED, 0.0)
     assert pacer.ask("codex", "x", PID, 0.0, None).granted
     assert pacer.key("claude", "opus") == "claude"
-    pacer.finish("claude", "a", LIMITED, 0.0, per_model=True)
-    assert pacer.key("claude", "opus") == "claude opus"
+    pacer.finish("claude", "a", LIMITED, 0.0, per_model="opus", retry_after=5)
+    assert pacer.key("claude", "opus") == "claude (opus)"
     assert pacer.key("claude", None) == "claude"
+    # The refused call waits in its model's queue, which the retry-after closed; other models
+    # are not held back by it.
+    assert not pacer.ask("claude (opus)", "a", PID, 1.0, None).granted
+    assert ("a", PID) not in pacer.keys["claude"].queue
+    assert pacer.keys["claude (opus)"].queue == [("a", PID)]
+    assert pacer.ask("claude (sonnet)", "z", PID, 1.0, None).granted
+    assert pacer.ask("claude (opus)", "a", PID, 5.0, None).granted
 
 
 def test_the_calls_of_gone_processes_are_reclaimed() -> None:

@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
+from pytest_maestro.phase.agent_call import call_agent
 from pytest_maestro.phase.slots import AccountSlots
+from pytest_maestro.plan import Phase
+from pytest_maestro.runtimes.base import AgentRequest, AgentResult
 from pytest_maestro.scheduling.pacing import CLEAN, LIMITED
+from pytest_maestro.state.model import Status
 
 from .helpers import write_plan
 
@@ -171,3 +175,71 @@ def test_the_option_comes_from_the_flag_repeated_the_environment_or_the_ini(
         "--maestro-max-concurrent-calls", "codex=2",
     )  # fmt: skip
     good.assert_outcomes(passed=1)
+
+
+# -- call_agent with the slots, in one process ----------------------------------------------------
+
+
+class Scripted:
+    """A runtime answering from a list of results, one a call."""
+
+    name = "gemini"
+    autonomy = "--yolo"
+
+    def __init__(self, *results: AgentResult) -> None:
+        self.results = list(results)
+        self.calls = 0
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        self.calls += 1
+        return self.results.pop(0)
+
+
+def request(tmp_path: Path, model: str | None = "gemini-2.5-pro") -> AgentRequest:
+    phase = Phase("p", "P")
+    return AgentRequest(phase, "do it", 1, tmp_path, {}, 60.0, tmp_path / "p.log", model=model)
+
+
+DONE = AgentResult(Status.COMPLETED, "COMPLETED: done")
+
+
+def test_a_limit_the_cli_says_is_per_model_is_counted_per_model(tmp_path: Path) -> None:
+    slots = AccountSlots(tmp_path, "s")
+    limited = AgentResult(
+        Status.FAILED,
+        "rate limited: Quota exceeded for metric requests_per_minute, model: gemini-2.5-pro",
+        limited=True,
+        retry_after=0.1,
+    )
+    lines: list[str] = []
+    call = call_agent(
+        Scripted(limited, DONE), request(tmp_path), max_wait=5, ask_again=False,
+        note=lines.append, slots=slots,
+    )  # fmt: skip
+    assert call.result.ok and call.calls == 2 and call.waited > 0
+    keys = json.loads((tmp_path / "pacing.json").read_text())["keys"]
+    assert keys["gemini"]["per_model"] and "gemini (gemini-2.5-pro)" in keys
+    waits = [line for line in lines if line.startswith("--- waiting for a slot: ")]
+    [wait] = waits
+    assert wait.startswith("--- waiting for a slot: no gemini (gemini-2.5-pro) call before 0.")
+    assert slots.waited() == pytest.approx(call.waited)
+
+
+def test_a_quota_spent_in_one_phase_blocks_the_next_without_a_call(tmp_path: Path) -> None:
+    slots = AccountSlots(tmp_path, "s")
+    quota = AgentResult(Status.BLOCKED, "quota spent: daily quota", quota_spent=True)
+    first = call_agent(
+        Scripted(quota), request(tmp_path), max_wait=5, ask_again=False,
+        note=lambda line: None, slots=slots,
+    )  # fmt: skip
+    assert first.result.quota_spent and first.calls == 1
+    runtime = Scripted(DONE)
+    second = call_agent(
+        runtime, request(tmp_path), max_wait=5, ask_again=False, note=lambda line: None,
+        slots=slots,
+    )  # fmt: skip
+    assert runtime.calls == 0 and second.calls == 0
+    assert second.result.status is Status.BLOCKED
+    assert second.result.message == (
+        "quota spent: daily quota (no further gemini call is made this run)"
+    )

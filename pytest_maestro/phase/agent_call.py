@@ -31,7 +31,9 @@ ASK_AGAIN = (
     "your answer with exactly one status line, after the Task Report and Downstream Context.\n"
 )
 # A refusal that says the limit is the model's: calls of other models are counted apart.
-_PER_MODEL = re.compile(r"per[ _-]model|for (this|the) model|model[ _-]specific", re.IGNORECASE)
+_PER_MODEL = re.compile(
+    r"per[ _-]model|for (this |the )?model\b|model[ _-]specific|\bmodel: \S", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,6 @@ def _call(
         outcome,
         retry_after=result.retry_after,
         reason=result.message,
-        per_model=bool(_PER_MODEL.search(result.message)),
+        per_model=request.model if _PER_MODEL.search(result.message) else None,
     )
     return result

@@ -191,11 +191,12 @@ class AccountSlots:
         *,
         retry_after: float | None = None,
         reason: str = "",
-        per_model: bool = False,
+        per_model: str | None = None,
     ) -> None:
         """The call ended with ``outcome``: its slot freed, what it says of the account learned.
         A refused call keeps its place at the head of the queue: ``acquire`` it again, or
-        ``cancel`` it."""
+        ``cancel`` it. ``per_model``: the call's model, when the refusal says the limit is the
+        model's."""
         with self._held() as (pacer, _):
             pacer.finish(
                 key,

@@ -120,7 +120,7 @@ class Pacer:
         """The key a call of ``runtime`` with ``model`` is counted under."""
         state = self.keys.get(runtime)
         if model and state is not None and state.per_model:
-            return f"{runtime} {model}"
+            return f"{runtime} ({model})"
         return runtime
 
     def _state(self, key: str) -> KeyState:
@@ -167,23 +167,24 @@ class Pacer:
         ceiling: int | None = None,
         retry_after: float | None = None,
         reason: str = "",
-        per_model: bool = False,
+        per_model: str | None = None,
     ) -> None:
         """The call ``ticket`` ended with ``outcome`` (one of ``OUTCOMES``). A refused call
-        waits again at the head of the queue, to be asked for once more."""
+        waits again at the head of the queue, to be asked for once more: of its model's key
+        when the refusal says the limit is the model's (``per_model``: the call's model)."""
         state = self._state(key)
         pid = state.held.get(ticket, 0)
         flight = len(state.held) if ticket in state.held else len(state.held) + 1
         self.cancel(key, ticket)
+        if outcome == LIMITED and per_model and " " not in key:  # from now on, per model
+            state.per_model = True
+            state = self._state(self.key(key, per_model))
         if outcome == CLEAN:
             self._clean(state, flight, ceiling)
         elif outcome == LIMITED:
             self._limited(state, flight, now, retry_after)
             if pid:
                 state.queue.insert(0, (ticket, pid))
-            if per_model:
-                runtime = key.split(" ", 1)[0]
-                self._state(runtime).per_model = True
         elif outcome == QUOTA:
             state.blocked = reason or "the account's quota is spent"
             state.blocked_until = None if retry_after is None else now + retry_after
