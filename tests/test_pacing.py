@@ -249,3 +249,34 @@ def test_a_bad_call_limit_is_one_line_naming_where(raw: str) -> None:
         f"environment MAESTRO_MAX_CONCURRENT_CALLS: {raw!r} is not RUNTIME=N with N a whole "
         "number >= 1 and <= 10000 (e.g. claude=3)"
     )
+
+
+def test_a_growth_the_account_takes_back_doubles_the_window_before_the_next() -> None:
+    pacer = Pacer()
+    for ticket in "abc":
+        assert ask(pacer, ticket)
+    pacer.finish("claude", "c", LIMITED, 0.0)  # the account allows 2
+    state = pacer.keys["claude"]
+    now, made = 0.0, 0
+
+    def round_of(calls: int) -> None:
+        """``calls`` clean calls, with more calls waiting than the limit lets go."""
+        nonlocal now, made
+        for _ in range(calls):
+            now += 1
+            pacer.finish("claude", next(iter(state.held)), CLEAN, now)
+            made += 1
+            for ticket in [*(entry[0] for entry in list(state.queue)), f"w{made}", f"v{made}"]:
+                ask(pacer, ticket, now)
+            assert state.queue
+
+    round_of(window(2))
+    assert state.limit == 3 and state.probing
+    pacer.finish("claude", next(iter(state.held)), LIMITED, now)  # 3 in flight: one too many
+    assert state.limit == 2 and state.failed == 1
+    round_of(window(2))
+    assert state.limit == 2  # not yet: the window is twice as long now
+    round_of(window(2))
+    assert state.limit == 3 and window(2, 1) == 2 * window(2)
+    round_of(window(3, 1))  # this growth held: the next comes after a plain window
+    assert state.limit == 4 and state.failed == 0

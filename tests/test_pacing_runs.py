@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from pytest_maestro.phase.agent_call import call_agent
 from pytest_maestro.phase.slots import AccountSlots
 from pytest_maestro.plan import Phase
 from pytest_maestro.runtimes.base import AgentRequest, AgentResult
-from pytest_maestro.scheduling.pacing import CLEAN, LIMITED
+from pytest_maestro.scheduling.pacing import CLEAN, LIMITED, KeyState, Pacer
 from pytest_maestro.state.model import Status
 
 from .helpers import write_plan
@@ -112,20 +114,16 @@ def test_the_shell_is_never_paced(pytester: pytest.Pytester, account: Path) -> N
 
 def test_a_slot_held_by_a_process_that_died_is_reclaimed(tmp_path: Path) -> None:
     slots = AccountSlots(tmp_path, "s", {"claude": 1})
-    data = {
-        "version": 1,
-        "keys": {
-            "claude": {
-                "limit": None, "held": {"gone": 2**22 + 12345}, "queue": [], "not_before": 0.0,
-                "clean": 0, "refusals": 0, "blocked": None, "blocked_until": None,
-                "per_model": False,
-            }
-        },
-        "waited": {},
-    }  # fmt: skip
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held = KeyState(held={"gone": dead.pid}, queue=[("gone too", dead.pid)])
+    data = {"version": 1, "keys": Pacer({"claude": held}).to_dict(), "waited": {}}
     (tmp_path / "pacing.json").write_text(json.dumps(data))
     got = slots.acquire("claude", None, 1.0)
-    assert got.ticket is not None and got.waited < 0.5
+    assert got.ticket is not None and got.waited == 0.0
+    assert slots.notes == []  # read, not started afresh
+    state = json.loads((tmp_path / "pacing.json").read_text())["keys"]["claude"]
+    assert list(state["held"]) == [got.ticket] and state["queue"] == []
 
 
 @pytest.mark.parametrize("garbage", ["", "{", "[1, 2]", '{"version": 1, "keys": {"x": 1}}'])

@@ -4,7 +4,9 @@ Calls are counted per key: a runtime's name, or its name and the model where its
 limit is per model. Each key has a concurrency limit, known (``--maestro-max-concurrent-calls``,
 a ceiling passed in with each question) or learned from the account's refusals, additive
 increase and multiplicative decrease: a refusal with k calls in flight makes the limit at most
-k - 1 (never below 1), a window of clean calls while calls wait makes it one more. Waiting calls
+k - 1 (never below 1), a window of clean calls while calls wait makes it one more (a window twice
+as long after each growth the account took back, so that a steady limit is not probed at every
+window). Waiting calls
 are served first come, first served; a refused call keeps its place at the head of the queue. A
 retry-after from the CLI closes the key until then. A refusal that no other call's end will
 explain closes it for a backoff that doubles with each such refusal: of the only call in flight,
@@ -34,11 +36,13 @@ OUTCOMES = (CLEAN, LIMITED, QUOTA, NEUTRAL)
 FIRST_COOL_OFF = 2.0  # seconds the key stays closed after its only call in flight was refused
 LONGEST_COOL_OFF = 120.0
 LEAST_WINDOW = 4  # clean calls before the limit grows by one, at the least
+MOST_DOUBLINGS = 4  # of that window, after growths the account refused
 
 
-def window(limit: int) -> int:
-    """Clean calls, since the limit last changed, before it grows by one: two rounds of it."""
-    return max(LEAST_WINDOW, 2 * limit)
+def window(limit: int, failed: int = 0) -> int:
+    """Clean calls, since the limit last changed, before it grows by one: two rounds of it,
+    twice as many for each growth in a row that a refusal took back (``failed``)."""
+    return int(max(LEAST_WINDOW, 2 * limit) << min(failed, MOST_DOUBLINGS))
 
 
 def cool_off(refusals: int) -> float:
@@ -70,6 +74,8 @@ class KeyState:
     blocked_until: float | None = None  # when the CLI says it resets
     per_model: bool = False  # the CLI said its limit is per model (on the runtime's key)
     proven: int = 0  # calls in flight together that the account served cleanly, at the most
+    probing: bool = False  # the limit grew, and no refusal took it back yet
+    failed: int = 0  # growths in a row that a refusal took back
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +89,8 @@ class KeyState:
             "blocked_until": self.blocked_until,
             "per_model": self.per_model,
             "proven": self.proven,
+            "probing": self.probing,
+            "failed": self.failed,
         }
 
     @classmethod
@@ -100,6 +108,8 @@ class KeyState:
             blocked_until=None if data["blocked_until"] is None else float(data["blocked_until"]),
             per_model=bool(data["per_model"]),
             proven=_whole(data["proven"], 0),
+            probing=bool(data["probing"]),
+            failed=_whole(data["failed"], 0),
         )
         return state
 
@@ -198,9 +208,12 @@ class Pacer:
             return  # nothing learned to grow back from
         state.clean += 1
         grows = ceiling is None or state.limit < ceiling
-        if state.clean >= window(state.limit) and state.queue and grows:
+        if state.clean >= window(state.limit, state.failed) and state.queue and grows:
+            if state.probing:  # the last growth held a window long: it was no probe too many
+                state.failed = 0
             state.limit += 1
             state.clean = 0
+            state.probing = True
 
     def _limited(self, state: KeyState, flight: int, now: float, retry_after: float | None) -> None:
         # As many calls at once as the account served cleanly a moment ago: not a limit on calls
@@ -213,6 +226,9 @@ class Pacer:
             cut = max(1, flight - 1)
             state.limit = cut if state.limit is None else min(state.limit, cut)
             state.proven = min(state.proven, state.limit)
+            if state.probing:  # the account took the growth back: wait longer for the next
+                state.failed += 1
+                state.probing = False
         state.clean = 0
         if retry_after is not None:
             state.not_before = max(state.not_before, now + retry_after)
