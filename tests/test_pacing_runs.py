@@ -149,7 +149,7 @@ def test_a_wait_past_its_bound_gives_up_its_place(tmp_path: Path) -> None:
     slots.release(held.key, held.ticket, LIMITED)  # a refused call waits at the head again
     state = json.loads((tmp_path / "pacing.json").read_text())["keys"]["claude"]
     assert [entry[0] for entry in state["queue"]] == [held.ticket] and state["held"] == {}
-    slots.cancel(held.key, held.ticket)
+    slots.cancel(held.ticket)
     state = json.loads((tmp_path / "pacing.json").read_text())["keys"]["claude"]
     assert state["queue"] == []
 
@@ -217,6 +217,7 @@ def test_a_limit_the_cli_says_is_per_model_is_counted_per_model(tmp_path: Path) 
     assert call.result.ok and call.calls == 2 and call.waited > 0
     keys = json.loads((tmp_path / "pacing.json").read_text())["keys"]
     assert keys["gemini"]["per_model"] and "gemini (gemini-2.5-pro)" in keys
+    assert all(not key["queue"] and not key["held"] for key in keys.values())  # none left
     waits = [line for line in lines if line.startswith("--- waiting for a slot: ")]
     [wait] = waits
     assert wait.startswith("--- waiting for a slot: no gemini (gemini-2.5-pro) call before 0.")

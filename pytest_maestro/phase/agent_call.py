@@ -149,7 +149,7 @@ def _paced(
             return Call(result, tokens, waited, calls)
     finally:
         if ticket is not None:  # a refused call that waits no more: its place goes
-            slots.cancel(runtime.name, ticket)
+            slots.cancel(ticket)
         slots.add_waited(waited)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import filelock
 
-from ..scheduling.pacing import NEUTRAL, Decision, Pacer
+from ..scheduling.pacing import Decision, Pacer
 from ..texts import duration_text
 
 POLL = 0.02  # seconds between two questions of a waiting call (a read, most of them)
@@ -209,9 +209,11 @@ class AccountSlots:
                 per_model=per_model,
             )
 
-    def cancel(self, key: str, ticket: str) -> None:
+    def cancel(self, ticket: str) -> None:
+        """The call ``ticket`` neither waits nor runs any more, under whichever key it was."""
         with self._held() as (pacer, _):
-            pacer.finish(key, ticket, NEUTRAL, self.clock())
+            for key in pacer.keys:
+                pacer.cancel(key, ticket)
 
 
 def _why(key: str, decision: Decision, now: float) -> str:
