@@ -70,6 +70,7 @@ def _digits(value: int) -> int:
 TIMEOUT = Bounds(0, WEEK, above=True)  # seconds an attempt or a check may take
 RETRIES = Bounds(0, 100, whole=True)
 CONCURRENT = Bounds(0, 10_000, whole=True)
+CALLS = Bounds(1, 10_000, whole=True)  # agent calls of a runtime at once
 STAGGER = Bounds(0, 600)  # the controller sleeps it between starts
 SHARE = Bounds(0, 1)
 DOLLARS = Bounds(0, 1_000_000)

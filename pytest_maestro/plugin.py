@@ -82,7 +82,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if option.env:
             unit = " in minutes" if option.env_scale == 60 else ""
             help_text += f" [env {option.env}{unit}]"
-        if option.kind == "bool":
+        if option.kind == "limits":
+            group.addoption(
+                option.flag, action="append", default=None, dest=option.ini, help=help_text
+            )
+        elif option.kind == "bool":
             group.addoption(
                 option.flag, action="store_true", default=False, dest=option.ini, help=help_text
             )
@@ -243,12 +247,13 @@ def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
     return durations
 
 
-# What this tool writes in its state dir: sessions, journals, locks, ledgers, their temporary
-# files, and its directories.
+# What this tool writes in its state dir: sessions, journals, locks, ledgers, the account's call
+# slots, their temporary files, and its directories.
 STATE_FILE = re.compile(
     r"\.gitignore|logs|archive|preimages|replaced|worktrees|kept"
     r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend)(\..+\.tmp)?"
     r"|\.?summary\.json(\..+\.tmp)?"
+    r"|\.?pacing\.json(\.lock|\..+\.tmp)?"
 )
 
 

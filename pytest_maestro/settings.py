@@ -25,7 +25,7 @@ ISOLATIONS = ("none", "worktree")
 class Option:
     name: str  # the Settings field; CLI flag --maestro-<name with dashes>, ini maestro_<name>
     help: str
-    kind: str = "str"  # str | int | float | bool | choice
+    kind: str = "str"  # str | int | float | bool | choice | limits (RUNTIME=N, …)
     default: Any = None
     env: str | None = None
     env_scale: float = 1.0  # MAESTRO_AGENT_TIMEOUT is in minutes, the option in seconds
@@ -156,6 +156,13 @@ OPTIONS: tuple[Option, ...] = (
         bounds=numbers.WAIT,
     ),
     Option(
+        "max_concurrent_calls",
+        "most agent calls of a runtime at once, as the account allows: RUNTIME=N, repeatable or "
+        "comma-separated (claude=3,codex=2); otherwise learned from the account's rate limits",
+        "limits",
+        env="MAESTRO_MAX_CONCURRENT_CALLS",
+    ),
+    Option(
         "log_limit",
         "megabytes one attempt may leave in its phase's log; the middle of more is cut",
         "float",
@@ -223,11 +230,17 @@ class Settings:
     strict_files: bool
     budget_usd: float
     max_wait: float
+    max_concurrent_calls: tuple[tuple[str, int], ...] | None
     log_limit: float
     commit: bool
     isolate: str
     isolate_include: str | None
     report: str | None
+
+    @property
+    def call_limits(self) -> dict[str, int]:
+        """The known limit of agent calls at once, by runtime."""
+        return dict(self.max_concurrent_calls or ())
 
     @property
     def include(self) -> tuple[str, ...]:
@@ -287,6 +300,9 @@ class Settings:
 def _resolve(option: Option, config: Config, env: Mapping[str, str]) -> tuple[Any, tuple[str, str]]:
     """The option's value, and where it came from with the value as written there."""
     cli = config.getoption("maestro_" + option.name)
+    if option.kind == "limits" and cli:  # repeatable: every one given
+        raw = ",".join(cli)
+        return _convert(option, raw, option.flag), (option.flag, raw)
     if cli is not None and cli is not False:
         return cli, (option.flag, str(cli))
     if option.env and env.get(option.env, "").strip():
@@ -299,7 +315,31 @@ def _resolve(option: Option, config: Config, env: Mapping[str, str]) -> tuple[An
     return option.default, (option.flag, str(option.default))
 
 
+def call_limits(raw: str, source: str) -> tuple[tuple[str, int], ...]:
+    """``claude=3,codex=2`` (commas or new lines between them) as pairs; a runtime named twice
+    keeps its last number. SettingsError, one line, for anything else."""
+    limits: dict[str, int] = {}
+    for part in raw.replace("\n", ",").split(","):
+        if not part.strip():
+            continue
+        name, equals, number = (text.strip() for text in part.partition("="))
+        try:
+            limit = int(number)
+            numbers.CALLS.check(limit)
+        except (ValueError, numbers.NumberError):
+            limit = 0
+        if not equals or not name or not limit or "\x00" in name:
+            raise SettingsError(
+                f"{source}: {part.strip()!r} is not RUNTIME=N with N {numbers.CALLS.rule()} "
+                "(e.g. claude=3)"
+            )
+        limits[name] = limit
+    return tuple(limits.items())
+
+
 def _convert(option: Option, raw: str, source: str) -> Any:
+    if option.kind == "limits":
+        return call_limits(raw, source)
     converters: dict[str, Callable[[str], Any]] = {
         "int": int,
         "float": float,

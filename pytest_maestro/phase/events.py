@@ -1,5 +1,5 @@
 """What a running phase says while it runs: started, what its agent does, retrying, waiting out a
-rate limit, finished.
+rate limit or for a slot of the account, finished.
 
 A ``PhaseEvent`` is born where the phase runs (the runner, or the controller for a finish) and
 becomes one line of live progress; the pytest layer carries it to the process that prints. The wire
@@ -36,7 +36,7 @@ class PhaseEvent:
     attempts: int | None = None  # the most the phase may make
     worker: str | None = None  # set by the process that sends it on
     detail: str = ""  # one line: why a retry, the limit waited for, how a phase ended
-    wait: float | None = None  # seconds of a rate-limit wait
+    wait: float | None = None  # seconds of a rate-limit wait; None: for a slot, until one frees
     status: Status | None = None  # a finished phase's status
     turn: int | None = None  # the agent's turn an activity belongs to
 
@@ -83,8 +83,10 @@ class PhaseEvent:
         if self.kind == ACTIVITY:
             turn = f"turn {self.turn}, " if self.turn else ""
             return f"{one_line(self.detail, DETAIL_LIMIT)} ({turn}{after})"
+        if self.kind == WAITING and self.wait is None:  # for a slot: until another call ends
+            return _joined(f"waiting for a slot of the account after {after}", self.detail)
         if self.kind == WAITING:
-            wait = duration_text(self.wait or 0.0)
+            wait = duration_text(self.wait)
             return _joined(f"waiting {wait} for a rate limit after {after}", self.detail)
         tries = self.attempt or 0
         made = f" after {tries} attempts" if tries > 1 else ""

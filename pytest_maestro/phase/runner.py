@@ -29,6 +29,7 @@ from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .outcome import Attempt, CheckFailure, PhaseOutcome
+from .slots import AccountSlots
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RunConfig:
     log_limit: int = LOG_LIMIT  # bytes one attempt may leave in the log
     isolation: Isolation | None = None  # each phase in a worktree of its own, merged back
     progress: Progress | None = None  # told when the phase starts, retries, waits
+    slots: AccountSlots | None = None  # the account's call slots: an agent CLI's calls wait
     # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
     plan_path: Path | None = None
 
@@ -302,6 +304,7 @@ class PhaseRunner:
             ask_again=cfg.agent_cli,
             note=out.write_line,
             waiting=lambda delay, why: tell(WAITING, number, why, delay),
+            slots=cfg.slots if self.runtime.autonomy else None,  # a command is never paced
         )
         if cfg.budget is not None:
             cfg.budget.add(phase.id, number, call.tokens.cost)

@@ -13,6 +13,7 @@ from ..git import commit
 from ..isolation.worktree import Isolation, IsolationError
 from ..phase.budget import Budget
 from ..phase.facts import PhaseFacts
+from ..phase.slots import AccountSlots
 from ..plan import Phase
 from ..plan.graph import PlanGraph
 from ..processes.leftovers import end_groups, read_running_record, tell_owners
@@ -38,6 +39,7 @@ class Lifecycle:
         self.state_dir = paths.state_dir
         self.run = run
         self.budget = Budget(paths.spend, settings.budget_usd or None)
+        self.slots = AccountSlots(paths, settings.call_limits)  # the account's, shared
         self.recorder: Recorder | None = None  # the session state, once open
         self.notes: list[str] = []  # what the run did that users should know of
         self.written: Written | None = None  # the run's summary and report, once it ended
@@ -69,6 +71,7 @@ class Lifecycle:
         recorder = Recorder.open(self.state_dir, self.graph, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run
+            self.slots.reset()
             self.notes += [
                 f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
                 for pid, r in recorder.restored
@@ -109,9 +112,12 @@ class Lifecycle:
             if outputs:
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
+                ids, done = self.plan.ids, self.plan.done_ids
+                waited = self.slots.waited()
                 self.written = write_outputs(
-                    final, self.plan.ids, self.paths.summary, report, os.environ, self.plan.done_ids
+                    final, ids, self.paths.summary, report, os.environ, done, account_wait=waited
                 )
+                self.notes += self.slots.take_notes()
 
     # -- phases --------------------------------------------------------------------------------
 

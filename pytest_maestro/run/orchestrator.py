@@ -111,6 +111,7 @@ class Orchestrator:
             isolation=self.life.isolation,
             progress=self.progress,
             plan_path=self.plan_path,
+            slots=self.life.slots,
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))

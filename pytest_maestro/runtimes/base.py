@@ -49,6 +49,7 @@ class AgentResult:
     # Rate-limited or overloaded: wait and try again, without counting an attempt.
     limited: bool = False
     retry_after: float | None = None  # seconds, when the CLI says
+    quota_spent: bool = False  # blocked: the account's quota is spent, for every call of it
     handoff_missing: bool = False  # the reply had no status line and no Task Report
     handoff: Handoff = field(default_factory=Handoff)  # what the agent handed back, read once
 

@@ -255,6 +255,8 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
                 reply.text,
                 reply.tokens,
                 reply.session_id,
+                retry_after=retry_after(text),
+                quota_spent=True,
             )
         if _RATE_LIMIT.search(text):
             return AgentResult(

@@ -16,6 +16,7 @@ from ..plan.model import Plan
 
 RECORD_SUFFIX = ".running"  # a running record: ``logs/<session>.<pid>.running``
 SUMMARY = "summary.json"  # the last run's summary, whichever plan it ran
+PACING = "pacing.json"
 FOLDERS = ("logs", "preimages", "replaced", "worktrees", "kept", "archive")
 
 
@@ -57,10 +58,15 @@ class SessionPaths:
     def summary(self) -> Path:
         return self.state_dir / SUMMARY
 
+    @property
+    def pacing(self) -> Path:
+        """The account's call slots, shared by every run in the state dir (``phase/slots.py``)."""
+        return self.state_dir / PACING
+
     def files(self) -> tuple[Path, ...]:
         """The files this tool keeps in the state dir for this session."""
         own = (self.snapshot, self.journal, self.lock, self.info, self.spend, self.summary)
-        return (*own, self.state_dir / ".gitignore")
+        return (*own, self.pacing, self.state_dir / ".gitignore")
 
     def folders(self) -> tuple[Path, ...]:
         """The folders every session in the state dir shares."""

@@ -111,6 +111,9 @@ def totals(run: RunView, arrow: str = "->") -> list[str]:
         gain = f" ({run.phase_time / run.wall_time:.1f}x)" if run.wall_time > 0 else ""
         wall, phases = duration_text(run.wall_time), duration_text(run.phase_time)
         lines.append(f"wall time {wall} against {phases} of phase time{gain}")
+        if run.account_wait > 0:
+            waited = duration_text(run.account_wait)
+            lines.append(f"phases waited {waited} for the account (rate limits, call slots)")
         path = f" {arrow} ".join(run.critical_path)
         lines.append(f"critical path as it ran: {path} ({duration_text(run.critical_time)})")
     return lines

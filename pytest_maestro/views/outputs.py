@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -43,8 +43,11 @@ def write_outputs(
     report: Path | None,
     env: Mapping[str, str],
     done: Iterable[str] = (),
+    account_wait: float = 0.0,
 ) -> Written:
+    """``account_wait``: seconds the run's phases waited for the account (rate limits, slots)."""
     run = view(doc, datetime.now(timezone.utc), order, done)
+    run = replace(run, account_wait=account_wait)
     text = run_report.render(run)
     problems: list[str] = []
     summary = _write(summary_path, summary_json(run), problems, "summary")

@@ -56,6 +56,7 @@ class RunView:
     critical_path: tuple[str, ...]  # as it ran: each phase waited for the one before
     critical_time: float | None
     done: frozenset[str] = frozenset()  # phases the plan marks done: as good as completed
+    account_wait: float = 0.0  # seconds phases waited for the account: rate limits, call slots
 
     @property
     def counts(self) -> dict[str, int]:

@@ -89,6 +89,7 @@ def summary_dict(run: RunView) -> dict[str, Any]:
         "session_status": run.status,
         "all_completed": run.all_completed,
         "phase_time_seconds": round(run.phase_time, 3),
+        "account_wait_seconds": round(run.account_wait, 3),
         "critical_path": list(run.critical_path),
         **usage(run.spent),
         "phases": [phase_dict(row) for row in run.rows],

@@ -224,9 +224,9 @@ def test_rate_limits_are_waited_out_without_counting_attempts(
     pytester: pytest.Pytester, fakes: Path
 ) -> None:
     # 4 phases at -n 4 against a CLI that refuses more than 3 concurrent calls. While a holder
-    # keeps 3 calls "running", each phase's first call is refused, however many run at once;
-    # then they all complete.
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "4"])
+    # keeps 3 calls "running", the phases' first calls are refused, however many run at once
+    # (the account's slots then keep the others waiting); then they all complete.
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fakes), "1"])
     try:
         held = fakes / "running" / "holder-2"
         deadline = time.monotonic() + 60
@@ -245,7 +245,7 @@ def test_rate_limits_are_waited_out_without_counting_attempts(
     result.assert_outcomes(passed=4)
     made = calls(fakes)
     per_phase = [sum(c["phase_id"] == f"p{n}" for c in made) for n in range(4)]
-    assert min(per_phase) >= 2  # each was refused at least once and called again
+    assert max(per_phase) >= 2  # refused at least once and called again
     assert {c["attempt"] for c in made} == {1}  # a wait is not an attempt
     logs = "".join(p.read_text() for p in (pytester.path / ".maestro" / "logs").glob("p*.log"))
     assert "rate limited: " in logs and "waiting" in logs

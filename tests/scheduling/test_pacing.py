@@ -1,0 +1,282 @@
+"""The pacing core (``scheduling/pacing.py``): pure, a moment in, a decision out."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_maestro.scheduling.pacing import (
+    CLEAN,
+    LIMITED,
+    NEUTRAL,
+    QUOTA,
+    Pacer,
+    cool_off,
+    window,
+)
+
+PID = 4242
+
+
+def ask(pacer: Pacer, ticket: str, now: float = 0.0, ceiling: int | None = None) -> bool:
+    return pacer.ask("claude", ticket, PID, now, ceiling).granted
+
+
+def test_without_a_limit_every_call_starts() -> None:
+    pacer = Pacer()
+    assert all(ask(pacer, f"t{n}") for n in range(20))
+
+
+def test_a_known_limit_caps_calls_from_the_start_and_serves_waiters_in_order() -> None:
+    pacer = Pacer()
+    assert [ask(pacer, t, ceiling=2) for t in ("a", "b", "c", "d")] == [True, True, False, False]
+    assert not ask(pacer, "d", ceiling=2)  # d asked before c's turn: c goes first
+    pacer.finish("claude", "a", CLEAN, 1.0, ceiling=2)
+    assert not ask(pacer, "d", 1.0, ceiling=2)
+    assert ask(pacer, "c", 1.0, ceiling=2)
+    pacer.finish("claude", "b", CLEAN, 2.0, ceiling=2)
+    assert ask(pacer, "d", 2.0, ceiling=2)
+
+
+def test_a_refusal_with_k_in_flight_makes_the_limit_k_minus_one() -> None:
+    pacer = Pacer()
+    for ticket in "abcde":
+        assert ask(pacer, ticket)
+    pacer.finish("claude", "e", LIMITED, 1.0)  # 5 in flight: 4 allowed
+    assert pacer.keys["claude"].limit == 4
+    assert not ask(pacer, "e", 1.0)  # 4 still in flight: the refused call waits
+    pacer.finish("claude", "d", LIMITED, 1.1)  # 4 in flight (e waits): 3
+    assert pacer.keys["claude"].limit == 3
+    assert not ask(pacer, "f", 1.1)
+    pacer.finish("claude", "a", CLEAN, 2.0)
+    # A refused call keeps its place at the head of the queue: d, refused last, first.
+    assert [entry[0] for entry in pacer.keys["claude"].queue] == ["d", "e", "f"]
+    assert ask(pacer, "d", 2.0)
+    assert not ask(pacer, "e", 2.0)
+
+
+def test_the_limit_never_falls_below_one_and_a_lone_refusal_closes_the_key() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a")
+    pacer.finish("claude", "a", LIMITED, 10.0)
+    state = pacer.keys["claude"]
+    assert state.limit == 1 and state.not_before == 10.0 + cool_off(1)
+    assert not ask(pacer, "a", 11.0)
+    decision = pacer.ask("claude", "a", PID, 11.0, None)
+    assert decision.until == 12.0
+    assert ask(pacer, "a", 12.0)
+    pacer.finish("claude", "a", LIMITED, 13.0)
+    assert pacer.keys["claude"].not_before == 13.0 + cool_off(2) == 17.0
+
+
+def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() -> None:
+    pacer = Pacer()
+    for ticket in "abcd":
+        assert ask(pacer, ticket)
+    for ticket in "abcd":
+        pacer.finish("claude", ticket, CLEAN, 1.5)  # 4 at once, served: none refused
+    for ticket in "efgh":
+        assert ask(pacer, ticket, 1.5)
+    for ticket in "efgh":  # refused together: one closing of the key, not four doublings
+        pacer.finish("claude", ticket, LIMITED, 1.6)
+    state = pacer.keys["claude"]
+    assert state.limit is None and state.not_before == 1.6 + cool_off(1)
+    assert [ask(pacer, ticket, 3.6) for ticket in "efgh"] == [True] * 4  # limit untouched
+    for ticket in "efg":
+        pacer.finish("claude", ticket, CLEAN, 5.1)
+    assert state.proven == 4 and state.refusals == 0
+    # Refused again with as many in flight as the account served: it closes again; the level
+    # it served counts one less each time, so that a second refusal there is a cut.
+    assert ask(pacer, "i", 5.1)
+    pacer.finish("claude", "i", LIMITED, 5.2)  # 2 in flight
+    assert state.limit is None and state.proven == 1 and state.not_before == 5.2 + cool_off(1)
+    assert ask(pacer, "i", 7.2)
+    pacer.finish("claude", "i", LIMITED, 7.3)  # 2 in flight again, over the 1 served
+    assert state.limit == 1
+
+
+def test_a_retry_after_closes_the_key_until_then() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a") and ask(pacer, "b")
+    pacer.finish("claude", "b", LIMITED, 5.0, retry_after=30.0)
+    pacer.finish("claude", "a", CLEAN, 6.0)
+    assert not ask(pacer, "b", 34.9)
+    assert ask(pacer, "b", 35.0)
+
+
+def test_the_limit_grows_back_by_one_after_a_window_of_clean_calls_while_calls_wait() -> None:
+    pacer = Pacer()
+    for ticket in "abc":
+        assert ask(pacer, ticket)
+    pacer.finish("claude", "c", LIMITED, 0.0)  # limit 2; c waits
+    now = 1.0
+    for n in range(window(2)):
+        running = [t for t in pacer.keys["claude"].held]
+        pacer.finish("claude", running[0], CLEAN, now)
+        assert ask(pacer, "c" if n == 0 else f"n{n}", now)
+        now += 1
+    assert pacer.keys["claude"].limit == 2  # nobody waited when the window filled
+    assert not ask(pacer, "w1", now)  # now one waits
+    pacer.finish("claude", next(iter(pacer.keys["claude"].held)), CLEAN, now)
+    assert pacer.keys["claude"].limit == 3
+    assert ask(pacer, "w1", now) and ask(pacer, "w2", now)
+
+
+def test_growth_stops_at_the_known_limit() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a", ceiling=2) and ask(pacer, "b", ceiling=2)
+    pacer.finish("claude", "b", LIMITED, 0.0, ceiling=2)  # learned 1, below the ceiling
+    assert pacer.keys["claude"].limit == 1
+    waiting = [f"w{n}" for n in range(40)]
+    for now in range(1, 40):
+        held = next(iter(pacer.keys["claude"].held))
+        pacer.finish("claude", held, CLEAN, float(now), ceiling=2)
+        for ticket in ["b", *waiting]:
+            if ask(pacer, ticket, float(now), ceiling=2) and ticket in waiting:
+                waiting.remove(ticket)
+        assert len(pacer.keys["claude"].held) <= 2
+    assert pacer.keys["claude"].limit == 2
+
+
+def test_a_spent_quota_blocks_every_remaining_call_until_its_reset() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a") and ask(pacer, "b")
+    pacer.finish("claude", "a", QUOTA, 0.0, reason="quota spent: resets 3pm", retry_after=60)
+    blocked = pacer.ask("claude", "c", PID, 1.0, None)
+    assert blocked.blocked == "quota spent: resets 3pm" and not blocked.granted
+    assert pacer.keys["claude"].queue == []  # a blocked call does not wait
+    assert ask(pacer, "c", 61.0)
+    pacer.finish("claude", "b", QUOTA, 70.0, reason="spent")
+    assert pacer.ask("claude", "d", PID, 10_000.0, None).blocked == "spent"
+    pacer.unblock()  # a new run asks again: no reset time was given
+    assert ask(pacer, "d", 10_001.0)
+
+
+def test_other_runtimes_and_per_model_limits_are_counted_apart() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a") and ask(pacer, "b")
+    pacer.finish("claude", "b", LIMITED, 0.0)
+    assert pacer.ask("codex", "x", PID, 0.0, None).granted
+    assert pacer.key("claude", "opus") == "claude"
+    pacer.finish("claude", "a", LIMITED, 0.0, per_model="opus", retry_after=5)
+    assert pacer.key("claude", "opus") == "claude (opus)"
+    assert pacer.key("claude", None) == "claude"
+    # The refused call waits in its model's queue, which the retry-after closed; other models
+    # are not held back by it.
+    assert not pacer.ask("claude (opus)", "a", PID, 1.0, None).granted
+    assert ("a", PID) not in pacer.keys["claude"].queue
+    assert pacer.keys["claude (opus)"].queue == [("a", PID)]
+    assert pacer.ask("claude (sonnet)", "z", PID, 1.0, None).granted
+    assert pacer.ask("claude (opus)", "a", PID, 5.0, None).granted
+
+
+def test_the_calls_of_gone_processes_are_reclaimed() -> None:
+    pacer = Pacer()
+    assert pacer.ask("claude", "dead", 1, 0.0, 1).granted
+    assert not pacer.ask("claude", "alive", 2, 0.0, 1).granted
+    assert not pacer.ask("claude", "dead-waiter", 1, 0.0, 1).granted
+    assert sorted(pacer.reclaim(lambda pid: pid != 1)) == ["dead", "dead-waiter"]
+    assert pacer.ask("claude", "alive", 2, 0.0, 1).granted
+
+
+def test_state_round_trips_and_refuses_garbage() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a") and ask(pacer, "b")
+    pacer.finish("claude", "b", LIMITED, 3.0, retry_after=2)
+    again = Pacer.from_dict(pacer.to_dict())
+    assert again.to_dict() == pacer.to_dict()
+    bad = pacer.to_dict()
+    bad["claude"]["limit"] = 0
+    with pytest.raises(ValueError):
+        Pacer.from_dict(bad)
+    with pytest.raises(ValueError):
+        pacer.finish("claude", "a", "surprised", 0.0)
+    pacer.finish("claude", "a", NEUTRAL, 0.0)
+    assert pacer.keys["claude"].held == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["ask", "clean", "limited"]), st.integers(0, 9))))
+def test_no_call_starts_past_the_limit_after_a_refusal(steps: list[tuple[str, int]]) -> None:
+    """Whatever happens, once a refusal set a limit, no more calls hold a slot than it allows
+    (calls already in flight when it fell aside); a refusal with more calls in flight than the
+    account served cleanly cuts the limit, one with no more closes the key."""
+    pacer = Pacer()
+    now = 0.0
+    for action, n in steps:
+        now += 1.0
+        ticket = f"t{n}"
+        state = pacer.keys.get("claude")
+        before = len(state.held) if state else 0
+        if action == "ask":
+            granted = pacer.ask("claude", ticket, PID, now, None).granted
+            state = pacer.keys["claude"]
+            if granted and state.limit is not None and len(state.held) > before:
+                assert len(state.held) <= state.limit
+        elif state is not None and ticket in state.held:
+            proven = state.proven
+            pacer.finish("claude", ticket, CLEAN if action == "clean" else LIMITED, now)
+            if action == "limited" and before > proven:  # a limit on calls at once
+                assert state.limit is not None and state.limit <= max(1, before - 1)
+            elif action == "limited":  # one per minute: the key closes
+                assert state.not_before > now and state.proven == before - 1
+        if state is not None and state.limit is not None:
+            assert state.limit >= 1
+
+
+# -- --maestro-max-concurrent-calls ------------------------------------------------------------
+
+
+def test_call_limits_are_runtime_equals_number_pairs() -> None:
+    from pytest_maestro.settings import call_limits
+
+    assert call_limits("claude=3, codex=2\ngemini = 1,", "x") == (
+        ("claude", 3),
+        ("codex", 2),
+        ("gemini", 1),
+    )
+    assert call_limits("claude=3,claude=1", "x") == (("claude", 1),)
+
+
+@pytest.mark.parametrize("raw", ["claude", "claude=", "=3", "claude=0", "claude=two", "c=1.5"])
+def test_a_bad_call_limit_is_one_line_naming_where(raw: str) -> None:
+    from pytest_maestro.settings import SettingsError, call_limits
+
+    with pytest.raises(SettingsError) as refused:
+        call_limits(f"codex=1,{raw}", "environment MAESTRO_MAX_CONCURRENT_CALLS")
+    assert str(refused.value) == (
+        f"environment MAESTRO_MAX_CONCURRENT_CALLS: {raw!r} is not RUNTIME=N with N a whole "
+        "number >= 1 and <= 10000 (e.g. claude=3)"
+    )
+
+
+def test_a_growth_the_account_takes_back_doubles_the_window_before_the_next() -> None:
+    pacer = Pacer()
+    for ticket in "abc":
+        assert ask(pacer, ticket)
+    pacer.finish("claude", "c", LIMITED, 0.0)  # the account allows 2
+    state = pacer.keys["claude"]
+    now, made = 0.0, 0
+
+    def round_of(calls: int) -> None:
+        """``calls`` clean calls, with more calls waiting than the limit lets go."""
+        nonlocal now, made
+        for _ in range(calls):
+            now += 1
+            pacer.finish("claude", next(iter(state.held)), CLEAN, now)
+            made += 1
+            for ticket in [*(entry[0] for entry in list(state.queue)), f"w{made}", f"v{made}"]:
+                ask(pacer, ticket, now)
+            assert state.queue
+
+    round_of(window(2))
+    assert state.limit == 3 and state.probing
+    pacer.finish("claude", next(iter(state.held)), LIMITED, now)  # 3 in flight: one too many
+    assert state.limit == 2 and state.failed == 1
+    round_of(window(2))
+    assert state.limit == 2  # not yet: the window is twice as long now
+    round_of(window(2))
+    assert state.limit == 3 and window(2, 1) == 2 * window(2)
+    round_of(window(3, 1))  # this growth held: the next comes after a plain window
+    assert state.limit == 4 and state.failed == 0
