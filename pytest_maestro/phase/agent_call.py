@@ -88,11 +88,15 @@ def call_agent(
             retries += 1
             continue
         if result.handoff_missing and not asked:
-            asked = True
-            note("--- the reply had no status line; asking once more")
-            request = replace(request, prompt=request.prompt + ASK_AGAIN)
+            asked, request = True, _ask_again(request, note)
             continue
         return Call(result, tokens, waited, calls)
+
+
+def _ask_again(request: AgentRequest, note: Callable[[str], None]) -> AgentRequest:
+    """The request once more, for a reply that had no status line."""
+    note("--- the reply had no status line; asking once more")
+    return replace(request, prompt=request.prompt + ASK_AGAIN)
 
 
 def _past_max_wait(result: AgentResult, waited: float) -> AgentResult:
@@ -142,9 +146,7 @@ def _paced(
                 continue
             ticket = None
             if result.handoff_missing and not asked:
-                asked = True
-                note("--- the reply had no status line; asking once more")
-                request = replace(request, prompt=request.prompt + ASK_AGAIN)
+                asked, request = True, _ask_again(request, note)
                 continue
             return Call(result, tokens, waited, calls)
     finally:
