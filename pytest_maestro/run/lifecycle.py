@@ -142,7 +142,8 @@ class Lifecycle:
         return end_groups(groups, grace)
 
     def phase_started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
-        """On disk before the phase starts: a killed run leaves it in progress, to be reset."""
+        """The phase in progress in the session, not synced: the runner's running record holds
+        the start on disk, so a killed run's phase is found and reset either way."""
         if self.recorder is not None:
             self.recorder.started(phase, agent, worker)
 
