@@ -142,8 +142,8 @@ class Lifecycle:
         return end_groups(groups, grace)
 
     def phase_started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
-        """The phase in progress in the session, not synced: the runner's running record holds
-        the start on disk, so a killed run's phase is found and reset either way."""
+        """The phase in progress in the session, not synced: where a crash would leave files
+        to put back, the runner's running record holds the start on disk before it runs."""
         if self.recorder is not None:
             self.recorder.started(phase, agent, worker)
 

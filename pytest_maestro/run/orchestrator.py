@@ -76,8 +76,8 @@ class Orchestrator:
         self.progress: Progress | None = None  # told when a phase starts, retries, waits
 
     def phase_started(self, phase: Phase, worker: str | None = None) -> None:
-        """The phase in progress in the session, not synced: the runner's running record holds
-        the start on disk, so a killed run's phase is found and reset either way."""
+        """The phase in progress in the session, not synced: where a crash would leave files
+        to put back, the runner's running record holds the start on disk before it runs."""
         self.life.phase_started(phase, self.resolve.agent_name(phase), worker)
 
     def phase_finished(self, facts: PhaseFacts) -> str | None:
