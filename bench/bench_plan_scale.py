@@ -12,8 +12,9 @@ on the plan (Python and pytest starting, every installed plugin loading). Hypoth
 of this project's tests only, and its pytest plugin alone takes about 0.8 s to import: users do not
 have it, so it is left out, as in the other benchmarks.
 
-Targets, printed and not asserted: 10,000 phases collected in under 2 s of wall time; analysis at
-10,000 phases within 12x of 1,000 (linear growth would be 10x).
+Targets, printed and not asserted: 10,000 phases collected in under 2 s, start-up apart (the wall
+time less the one-phase plan's, measured in the same run); analysis at 10,000 phases within 12x of
+1,000 (linear growth would be 10x).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def measure_load(path: Path, repeat: int) -> float | str:
         return f"not loadable: {exc}"
 
 
-def collect(path: Path, repeat: int, judged: bool = True) -> str:
+def collect(path: Path, repeat: int) -> tuple[float, str]:
+    """The best wall time of ``--co`` on the plan, and what pytest said (or why it failed)."""
     command = [sys.executable, "-m", "pytest", "--maestro", str(path), "--co", "-q"]
     command += ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
     best, last = float("inf"), None
@@ -95,15 +97,11 @@ def collect(path: Path, repeat: int, judged: bool = True) -> str:
         best = min(best, time.perf_counter() - start)
     assert last is not None
     if "unrecognized arguments" in last.stderr or "no such option" in last.stderr:
-        return "plugin not available (pytest does not know --maestro)"
+        return best, "plugin not available (pytest does not know --maestro)"
     if last.returncode != 0:
         tail = (last.stderr or last.stdout).strip().splitlines()[-1:]
-        return f"failed (exit {last.returncode}): {' '.join(tail)}"
-    summary = last.stdout.strip().splitlines()[-1] if last.stdout.strip() else ""
-    if not judged:
-        return f"{best:.2f} s wall: {summary}"
-    verdict = "meets" if best < COLLECT_TARGET_S else "misses"
-    return f"{best:.2f} s wall ({verdict} the {COLLECT_TARGET_S:g} s target): {summary}"
+        return best, f"failed (exit {last.returncode}): {' '.join(tail)}"
+    return best, last.stdout.strip().splitlines()[-1] if last.stdout.strip() else ""
 
 
 def main() -> None:
@@ -138,11 +136,17 @@ def main() -> None:
                 f"({verdict} the {GROWTH_TARGET:g}x target; linear is {high / low:g}x)"
             )
         largest = sizes[-1]
-        print(
-            f"pytest --co, {largest} phases: {collect(plans[largest]['native json'], args.repeat)}"
-        )
+        wall, said = collect(plans[largest]["native json"], args.repeat)
         one = write_plan(random_plan(1), folder / "plan-1.json")
-        print(f"pytest --co, 1 phase (startup alone): {collect(one, args.repeat, judged=False)}")
+        startup, said_one = collect(one, args.repeat)
+        print(f"pytest --co, {largest} phases: {wall:.2f} s wall: {said}")
+        print(f"pytest --co, 1 phase (startup alone): {startup:.2f} s wall: {said_one}")
+        apart = wall - startup
+        verdict = "meets" if apart < COLLECT_TARGET_S else "misses"
+        print(
+            f"pytest --co, {largest} phases, startup apart: {apart:.2f} s "
+            f"({verdict} the {COLLECT_TARGET_S:g} s target)"
+        )
 
 
 if __name__ == "__main__":
