@@ -1131,6 +1131,7 @@ WRONG_SHAPES = [
     "{name}.spend",
     "{name}.journal",
     "summary.json",
+    "pacing.json",
     ".gitignore",
     "archive",
     "logs",
