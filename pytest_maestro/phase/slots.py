@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import filelock
@@ -67,6 +68,7 @@ class AccountSlots:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.path = paths.pacing
+        self.archive = paths.archive
         self.session = paths.name
         self.ceilings = dict(ceilings or {})
         self.clock = clock
@@ -108,9 +110,20 @@ class AccountSlots:
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.notes.append(
                 f"the account's call slots in {self.path} could not be read ({type(exc).__name__}"
-                "): started afresh"
+                f"): started afresh; {self._keep_damaged()}"
             )
             return "", Pacer(), {}
+
+    def _keep_damaged(self) -> str:
+        """The damaged file moved into the archive, under a name no later move reuses."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        kept = self.archive / f"{self.path.name}-{stamp}-{os.getpid()}.damaged"
+        try:
+            self.archive.mkdir(parents=True, exist_ok=True)
+            os.replace(self.path, kept)
+        except OSError as exc:
+            return f"it could not be kept: {exc.strerror}"
+        return f"the damaged file is kept as {kept}"
 
     def take_notes(self) -> list[str]:
         """What reading the file found wrong since last asked, once."""

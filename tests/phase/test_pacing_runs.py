@@ -135,6 +135,8 @@ def test_a_damaged_file_is_started_afresh_in_one_line(tmp_path: Path, garbage: s
     assert got.ticket is not None
     [note] = slots.notes
     assert "could not be read" in note and "\n" not in note
+    [kept] = (tmp_path / "archive").iterdir()  # the damaged file is kept, not overwritten
+    assert kept.read_text() == garbage and f"kept as {kept}" in note
     slots.release(got.key, got.ticket, CLEAN)
     assert json.loads((tmp_path / "pacing.json").read_text())["version"] == 1
 
