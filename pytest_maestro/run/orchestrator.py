@@ -86,7 +86,7 @@ class Orchestrator:
 
     def run_phase(self, phase: Phase) -> PhaseOutcome:
         name = self.resolve.runtime_name(phase)
-        assert name is not None, "cannot_run refuses a phase without a runtime"
+        assert name is not None, "Resolver.refusal refuses a phase without a runtime"
         runtime = self.resolve.runtimes[name]
         agent_cli = name != "shell"  # an agent's word needs proof; a command's exit code is one
         config = RunConfig(

@@ -126,7 +126,7 @@ def test_no_run_overwrites_what_an_earlier_run_kept(pytester: pytest.Pytester) -
     assert all(path.is_relative_to(root / ".maestro" / "replaced" / "edit") for path in named)
 
 
-def test_replaced_dir_never_names_one_place_twice(tmp_path: Path) -> None:
+def test_a_replaced_folder_is_never_named_twice(tmp_path: Path) -> None:
     paths = SessionPaths(tmp_path / ".maestro", "plan-00000000")
     first = paths.replaced("p", "merge")
     first.mkdir(parents=True)
