@@ -134,7 +134,7 @@ class MaestroSession:
             if recorder.unwritable is not None:
                 self._stop(recorder.unwritable)
         if self.run.decides:
-            stop = self.maestro.phase_finished(facts)
+            stop = self.maestro.life.phase_finished(facts)
             if stop is not None:
                 self._stop(stop)
             elif facts.status in (Status.FAILED, Status.BLOCKED):

@@ -23,7 +23,7 @@ from ..processes.process import LOG_LIMIT, PhaseLog, run_process
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
 from ..state.model import Status
-from ..state.paths import SessionPaths, file_stem
+from ..state.paths import SessionPaths
 from ..texts import shown
 from .agent_call import call_agent
 from .budget import Budget
@@ -174,8 +174,7 @@ class PhaseRunner:
             restored = tuple(before.restore(cfg.paths.replaced(phase.id, why)))
         except RestoreError as exc:
             error = str(exc)
-            kept = cfg.paths.replaced(phase.id, "pre-images") / f"{file_stem(phase.id)}.tar"
-            moved = keep_aside(cfg.paths.preimage(phase.id), kept)
+            moved = keep_aside(cfg.paths.preimage(phase.id), cfg.paths.kept_preimage(phase.id))
             if moved is not None:
                 error += f"; its files from before the phase are in {shown(moved, self.root)}"
         lines = (

@@ -18,12 +18,13 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import filelock
 
 from ..scheduling.pacing import Decision, Pacer
+from ..state.aside import into_archive
+from ..state.lock import process_exists
 from ..state.paths import SessionPaths
 from ..texts import duration_text
 
@@ -44,16 +45,6 @@ class Acquired:
 
 
 Waiting = Callable[[float | None, str], None]  # seconds when known, why
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's: alive
-    return True
 
 
 class AccountSlots:
@@ -87,7 +78,7 @@ class AccountSlots:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             text, pacer, waits = self._read()
-            pacer.reclaim(alive)
+            pacer.reclaim(process_exists)
             yield pacer, waits
             data = {"version": VERSION, "keys": pacer.to_dict(), "waited": waits}
             new = json.dumps(data)
@@ -116,11 +107,8 @@ class AccountSlots:
 
     def _keep_damaged(self) -> str:
         """The damaged file moved into the archive, under a name no later move reuses."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        kept = self.archive / f"{self.path.name}-{stamp}-{os.getpid()}.damaged"
         try:
-            self.archive.mkdir(parents=True, exist_ok=True)
-            os.replace(self.path, kept)
+            kept = into_archive(self.archive, self.path, self.path.name, "damaged")
         except OSError as exc:
             return f"it could not be kept: {exc.strerror}"
         return f"the damaged file is kept as {kept}"

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..phase.events import Progress
-from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
 from ..phase.runner import PhaseRunner, RunConfig
@@ -79,10 +78,6 @@ class Orchestrator:
         """The phase in progress in the session, not synced: where a crash would leave files
         to put back, the runner's running record holds the start on disk before it runs."""
         self.life.phase_started(phase, self.resolve.agent_name(phase), worker)
-
-    def phase_finished(self, facts: PhaseFacts) -> str | None:
-        """After a phase's news is on disk: what follows its end; why the run must stop."""
-        return self.life.phase_finished(facts)
 
     def run_phase(self, phase: Phase) -> PhaseOutcome:
         name = self.resolve.runtime_name(phase)

@@ -108,7 +108,7 @@ class Recorder:
     def _preimages(self) -> set[Path]:
         """The pre-image files in the state dir (one listing, not a look per phase)."""
         try:
-            return set(self.paths.preimage("x").parent.iterdir())
+            return set(self.paths.preimages.iterdir())
         except OSError:  # none yet
             return set()
 
@@ -128,8 +128,9 @@ class Recorder:
         return self.store.completed_earlier(phase_id)
 
     def started(self, phase: Phase, agent: str, worker: str | None = None) -> None:
-        """Not synced: the phase's runner has its own record of the start on disk before the phase
-        runs anything, and the next durable record takes this one to the disk with it."""
+        """Not synced: where a crash would leave files to put back, the phase's runner has its own
+        record of the start on disk before the phase runs anything; the next durable record takes
+        this one to the disk with it."""
         change = PhaseChange(agent=agent, worker=worker or None)
         self._record(phase.id, Status.IN_PROGRESS, change, durable=False)
 

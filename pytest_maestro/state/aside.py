@@ -40,12 +40,19 @@ def move_aside(paths: SessionPaths) -> list[str]:
 
 
 def _into_archive(state_dir: Path, path: Path, was: Path, stamp: str, what: str) -> str:
-    archive = state_dir / "archive"
-    archive.mkdir(exist_ok=True)
-    target = archive / f"{was.name}-{stamp}.moved-aside"
+    target = into_archive(state_dir / "archive", path, was.name, "moved-aside", stamp)
+    return f"--maestro-fresh moved aside {was} ({what}), kept as {target}"
+
+
+def into_archive(archive: Path, path: Path, name: str, kind: str, stamp: str = "") -> Path:
+    """``path`` moved (renamed: no space needed) into ``archive`` as ``<name>-<UTC time>.<kind>``,
+    never over an earlier one; where it went. OSError when the file system refuses."""
+    stamp = stamp or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    archive.mkdir(parents=True, exist_ok=True)
+    target = archive / f"{name}-{stamp}.{kind}"
     count = 1
     while os.path.lexists(target):  # never over an earlier one
         count += 1
-        target = archive / f"{was.name}-{stamp}-{count}.moved-aside"
+        target = archive / f"{name}-{stamp}-{count}.{kind}"
     os.replace(path, target)
-    return f"--maestro-fresh moved aside {was} ({what}), kept as {target}"
+    return target

@@ -49,13 +49,22 @@ def holder_of(paths: SessionPaths, *, alive: bool = False) -> str | None:
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if alive and os.name != "nt":  # signal 0 asks whether the process exists; not on Windows
-        with contextlib.suppress(PermissionError):  # alive, another user's
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return None
+    if alive and not process_exists(pid):
+        return None
     return f"pid {pid} since {info.get('since', '?')}"
+
+
+def process_exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 asks; not on Windows, where it is assumed)."""
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def release(paths: SessionPaths, lock: filelock.BaseFileLock) -> None:

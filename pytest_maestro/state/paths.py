@@ -101,10 +101,19 @@ class SessionPaths:
     def log(self, phase_id: str) -> Path:
         return self.logs / f"{file_stem(phase_id)}.log"
 
+    @property
+    def preimages(self) -> Path:
+        return self.state_dir / "preimages"
+
     def preimage(self, phase_id: str) -> Path:
         """Where a phase's declared files are kept as they were before its first attempt: named
         after the session too, since two plans that run at once in one root may share ids."""
-        return self.state_dir / "preimages" / f"{self.name}.{file_stem(phase_id)}.tar"
+        return self.preimages / f"{self.name}.{file_stem(phase_id)}.tar"
+
+    def kept_preimage(self, phase_id: str) -> Path:
+        """Where a phase's pre-images go when they could not be put back: a name no run reuses,
+        so that the next run of the phase saves its own."""
+        return self.replaced(phase_id, "pre-images") / f"{file_stem(phase_id)}.tar"
 
     def replaced(self, phase_id: str, why: str) -> Path:
         """A directory, not there yet, that no other call names, in this run or any other: where
