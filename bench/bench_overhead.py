@@ -14,14 +14,15 @@ one item costs, start-up excluded:
   controller), against plain pytest without ``-n``: the same commands, one after another.
 
 Each case runs without ``-n`` and with ``-n 2``; the ratio is maestro's cost per phase over plain
-pytest's per item (goal: at most 1.5). The cases take turns within each repetition, so they see
+pytest's per item (goals: at most 1.5 without ``-n``, 1.7 under ``-n 2``, 2 for a chain hop; a
+ratio over its goal is printed as such). The cases take turns within each repetition, so they see
 the same machine; each figure is the best of ``--repeat``. Printed beside them: one ``bash -c
 true`` from Python, the floor of both, and what one sync of an append and of an overwrite cost on
 the file system of ``--dir`` (default: the system's temporary directory), where the runs write:
-pytest-maestro syncs twice per phase (its start, before the phase runs anything; its end, before
-the report), so on a disk whose flushes are slow those dominate; on a tmpfs they cost nothing. With
-``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with the
-most own time are printed.
+pytest-maestro syncs once per phase (its end, before the report; its start too when it has files
+to put back), so on a disk whose flushes are slow those dominate; on a tmpfs they cost nothing.
+With ``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with
+the most own time are printed.
 
 Prints figures; asserts nothing.
 """
@@ -45,7 +46,8 @@ from plans import PlanDict
 QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 MAESTRO = ["-m", "pytest", "--maestro", "plan.json", *QUIET]
 PLAIN = ["-m", "pytest", "test_plain.py", *QUIET]
-GOAL = 1.5
+# Goals of each row, as issue 21 sets them: maestro's cost per phase over plain pytest's per item.
+GOALS = {"no -n": 1.5, "-n 2": 1.7, "chain -n 2": 2.0}
 
 
 def phases_plan(count: int, chain: bool = False) -> PlanDict:
@@ -191,14 +193,16 @@ def main() -> None:
             f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
             f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
         )
-        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  (goal <= {GOAL}x)")
+        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  goal")
         rows = (("no -n", "plain", "maestro"), ("-n 2", "plain -n 2", "maestro -n 2"))
         rows += (("chain -n 2", "plain", "maestro chain -n 2"),)
         for label, plain, maestro in rows:
             ratio = per_item[maestro] / per_item[plain]
+            goal = GOALS[label]
+            verdict = "meets" if ratio <= goal else "OVER its goal"
             print(
                 f"{label:20} {per_item[plain] * 1000:7.2f} {per_item[maestro] * 1000:8.2f} "
-                f"{ratio:5.2f}x"
+                f"{ratio:5.2f}x  <= {goal}x: {verdict}"
             )
         print("(chain: each phase blocked by the one before, against plain pytest without -n)")
         if args.profile:
