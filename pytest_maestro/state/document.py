@@ -41,7 +41,21 @@ _UNPRINTABLE = re.compile(
 )
 
 
+# Keys, statuses, agent and phase names repeat in every snapshot: each is quoted once.
+_SHOWN: dict[str, str] = {}
+_SHOWN_MAX, _SHOWN_LEN = 8192, 80
+
+
 def _string(text: str) -> str:
+    shown = _SHOWN.get(text)
+    if shown is None:
+        shown = _quote(text)
+        if len(text) <= _SHOWN_LEN and len(_SHOWN) < _SHOWN_MAX:
+            _SHOWN[text] = shown
+    return shown
+
+
+def _quote(text: str) -> str:
     if _PLAIN.fullmatch(text) and text.lower() not in _RESERVED:
         return text
     quoted = json.dumps(text, ensure_ascii=False)  # JSON strings are YAML double-quoted scalars
@@ -79,8 +93,21 @@ def _literal(text: str) -> list[str] | None:
     return ["|" if text.endswith("\n") else "|-", *lines]
 
 
+_ATOMS = frozenset({type(None), bool, int, float})
+
+
 def _value(head: str, value: Any, pad: str, out: list[str]) -> None:
-    if isinstance(value, Mapping) and value:
+    # Strings first, by exact type: most values are, and an ABC's isinstance costs ten times more.
+    if type(value) is str:
+        block = _literal(value) if "\n" in value else None
+        if block is None:
+            out.append(f"{head} {_string(value)}")
+        else:
+            out.append(f"{head} {block[0]}")
+            out += [f"{pad}  {line}" if line else "" for line in block[1:]]
+    elif type(value) in _ATOMS:
+        out.append(f"{head} {_scalar(value)}")
+    elif isinstance(value, Mapping) and value:
         out.append(head)
         _mapping(value, pad + "  ", out)
     elif isinstance(value, list | tuple) and value:
@@ -126,7 +153,8 @@ _OWN_KEYS = frozenset(
 )
 
 
-def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
+def to_frontmatter(doc: SessionDoc, phases: bool = True) -> dict[str, Any]:
+    """The frontmatter's data; the phases last (left out without ``phases``)."""
     usage: dict[str, Any] = {
         "total_input": doc.tokens.input,
         "total_output": doc.tokens.output,
@@ -163,7 +191,8 @@ def to_frontmatter(doc: SessionDoc) -> dict[str, Any]:
     )
     data.update(doc.extra)
     data["journal_seq"] = doc.journal_seq
-    data["phases"] = [p.to_dict() for p in doc.phases.values()]
+    if phases:
+        data["phases"] = [p.to_dict() for p in doc.phases.values()]
     return data
 
 
@@ -241,28 +270,61 @@ Report = Callable[[SessionDoc], str]
 
 
 def render(doc: SessionDoc, report: Report | None = None) -> str:
-    front = dump_yaml(to_frontmatter(doc))
-    return f"---\n{front}---\n\n{render_body(doc, report)}"
+    return Renderer(report).render(doc)
+
+
+class Renderer:
+    """Renders sessions, and keeps each phase's text for the next render: a phase whose state is
+    the same (frozen) object as last time is not rendered again. A session of thousands of phases
+    is rewritten every second or so while only the few that moved changed."""
+
+    def __init__(self, report: Report | None = None) -> None:
+        self.report = report
+        # phase id -> the state last rendered, its frontmatter lines, its body section
+        self._texts: dict[str, tuple[PhaseState, str, str]] = {}
+
+    def render(self, doc: SessionDoc) -> str:
+        texts = [self._text(phase) for phase in doc.phases.values()]
+        front: list[str] = []
+        _mapping(to_frontmatter(doc, phases=False), "", front)
+        front.append("phases:" if texts else "phases: []")
+        front += [fragment for fragment, _ in texts]
+        body = self._body(doc, [section for _, section in texts])
+        return "---\n" + "\n".join(front) + "\n---\n\n" + body
+
+    def render_body(self, doc: SessionDoc) -> str:
+        return self._body(doc, [self._text(phase)[1] for phase in doc.phases.values()])
+
+    def _text(self, phase: PhaseState) -> tuple[str, str]:
+        kept = self._texts.get(phase.id)
+        if kept is not None and kept[0] is phase:
+            return kept[1], kept[2]
+        lines: list[str] = []
+        _sequence([phase.to_dict()], "", lines)
+        fragment, section = "\n".join(lines), "\n".join(_phase_section(phase))
+        self._texts[phase.id] = (phase, fragment, section)
+        return fragment, section
+
+    def _body(self, doc: SessionDoc, sections: list[str]) -> str:
+        counts = Counter(p.status for p in doc.phases.values())
+        summary = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
+        lines = [
+            f"# {doc.task or doc.plan}: session log",
+            "",
+            f"Plan `{doc.plan}`, session `{doc.session_id}`, status **{doc.status}**, "
+            f"updated {doc.updated}. Phases: {summary or 'none'}.",
+            "",
+        ]
+        if doc.stop_reason:
+            lines += ["## Stopped", "", doc.stop_reason, ""]
+        if self.report is not None:
+            lines += [self.report(doc).rstrip("\n"), ""]
+        lines += ["## Phase log", ""]
+        return "\n".join(lines + sections)
 
 
 def render_body(doc: SessionDoc, report: Report | None = None) -> str:
-    counts = Counter(p.status for p in doc.phases.values())
-    summary = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
-    lines = [
-        f"# {doc.task or doc.plan}: session log",
-        "",
-        f"Plan `{doc.plan}`, session `{doc.session_id}`, status **{doc.status}**, "
-        f"updated {doc.updated}. Phases: {summary or 'none'}.",
-        "",
-    ]
-    if doc.stop_reason:
-        lines += ["## Stopped", "", doc.stop_reason, ""]
-    if report is not None:
-        lines += [report(doc).rstrip("\n"), ""]
-    lines += ["## Phase log", ""]
-    for phase in doc.phases.values():
-        lines += _phase_section(phase)
-    return "\n".join(lines)
+    return Renderer(report).render_body(doc)
 
 
 def _phase_section(phase: PhaseState) -> list[str]:

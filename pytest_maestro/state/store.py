@@ -13,7 +13,7 @@ from typing import Any
 import filelock
 
 from ..plan.graph import PlanGraph
-from .document import Report, render
+from .document import Renderer, Report
 from .entries import PhaseChange, journal_facts
 from .journal import Journal, apply_entry, atomic_write
 from .live import Refresher
@@ -75,7 +75,7 @@ class SessionStore:
         self._unfolded = 0  # journal entries since the last snapshot
         self._closed = False
         self._unwritable: str | None = None  # why the journal took no more changes (a full disk)
-        self._report = report  # the body's run report
+        self._render = Renderer(report).render  # with the body's run report
         # The refresher thread reads the state while this one changes it: ``_guard`` keeps the
         # journal and the state in memory in step; ``_writing`` keeps a slow refresh from putting
         # back an older snapshot than a fold wrote (``_written`` is the seq of the one on disk).
@@ -352,7 +352,7 @@ class SessionStore:
     def _fold(self) -> None:
         """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
         with self._writing:
-            atomic_write(self.paths.snapshot, render(self._doc, self._report))
+            atomic_write(self.paths.snapshot, self._render(self._doc))
             self._written = self._doc.journal_seq
             self._journal.truncate()
             self._unfolded = 0
@@ -364,7 +364,7 @@ class SessionStore:
             if self._doc.journal_seq <= self._written:
                 return False
             doc = _copy(self._doc)
-        text = render(doc, self._report)
+        text = self._render(doc)
         with self._writing:
             if doc.journal_seq <= self._written:  # a fold wrote a newer one meanwhile
                 return False

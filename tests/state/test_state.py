@@ -932,16 +932,16 @@ def test_a_slow_refresh_never_puts_back_an_older_snapshot(
         complete(store, "a")
         rendered = threading.Event()
         folded = threading.Event()
-        real_render = store_module.render
+        real_render = store._render
 
-        def slow_render(doc: Any, report: Any = None) -> str:
-            text = real_render(doc, report)
+        def slow_render(doc: Any) -> str:
+            text = real_render(doc)
             if threading.current_thread().name == "maestro-snapshot":
                 rendered.set()
                 folded.wait(10)
             return text
 
-        monkeypatch.setattr(store_module, "render", slow_render)
+        monkeypatch.setattr(store, "_render", slow_render)
         stale: list[bool] = []  # what the refresh that rendered before the fold returned
         returned = threading.Event()
         real_refresh = store._refresh

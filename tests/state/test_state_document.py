@@ -3,10 +3,12 @@ system."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_maestro.state import SessionCorrupt
-from pytest_maestro.state.document import parse_session, render
+from pytest_maestro.state.document import Renderer, parse_session, render
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status
 
 from ..helpers import FIXTURES
@@ -44,3 +46,27 @@ def test_an_unreadable_session_is_one_line(text: str, message: str) -> None:
         parse_session(text, "s.md")
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+
+
+def test_a_renderer_renders_again_only_the_phases_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The snapshot is rewritten about every second: a phase whose state did not move since the
+    last rewrite reuses its text, and what is written is what a fresh render writes."""
+    session = doc()
+    session.phases |= {p: PhaseState(p, p.upper()) for p in ("b", "c")}
+    renderer = Renderer()
+    renderer.render(session)
+    rendered: list[str] = []
+    to_dict = PhaseState.to_dict
+
+    def counted(self: PhaseState) -> dict[str, object]:
+        rendered.append(self.id)
+        return to_dict(self)
+
+    monkeypatch.setattr(PhaseState, "to_dict", counted)
+    session.phases["b"] = replace(session.phases["b"], status=Status.IN_PROGRESS, worker="gw1")
+    text = renderer.render(session)
+    assert rendered == ["b"]
+    assert text == render(session)
+    assert parse_session(text, "s.md").phases["b"].worker == "gw1"
