@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..phase.events import Progress
-from ..phase.outcome import PhaseOutcome
+from ..phase.outcome import Attempt, PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
@@ -109,7 +109,9 @@ class Orchestrator:
             plan_path=self.plan_path,
             slots=self.life.slots,
         )
-        context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
+        if not agent_cli:  # a phase's own commands read no prompt: none is built
+            return PhaseRunner(config, runtime, _no_prompt).run(phase)
+        context = self.prompt_context(phase)
         runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
         return dataclasses.replace(runner.run(phase), warnings=context.warnings)
 
@@ -138,6 +140,10 @@ class Orchestrator:
             runtime=self.resolve.runtime_name(phase) or "agent",
             warnings=session.warnings,
         )
+
+
+def _no_prompt(phase: Phase, attempt: int, previous: Attempt | None) -> str:
+    return ""
 
 
 def _unique(paths: Iterable[Path]) -> list[Path]:
