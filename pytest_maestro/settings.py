@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from . import numbers
 from .numbers import Bounds
 from .plan import FORMAT_NAMES
+from .plan.model import REVIEW_MODES
 
 SCHEDULES = ("dag", "waves")
 ISOLATIONS = ("none", "worktree")
@@ -140,6 +141,20 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "review",
+        "review each agent phase once its checks passed: none, spec (its task and criteria), "
+        "spec+quality (and the code's quality); a phase's review: and its agent's beat it",
+        "choice",
+        "none",
+        env="MAESTRO_REVIEW",
+        choices=REVIEW_MODES,
+    ),
+    Option(
+        "reviewer",
+        "the agent that reviews phases, read-only (default: the built-in reviewer)",
+        env="MAESTRO_REVIEWER",
+    ),
+    Option(
         "budget_usd",
         "dollars the session may spend on agent CLIs; no phase or attempt starts past it (0: none)",
         "float",
@@ -228,6 +243,8 @@ class Settings:
     agents_dir: str | None
     autonomous: bool
     strict_files: bool
+    review: str
+    reviewer: str | None
     budget_usd: float
     max_wait: float
     max_concurrent_calls: tuple[tuple[str, int], ...] | None
@@ -286,6 +303,7 @@ class Settings:
             "root",
             "state_dir",
             "runtime",
+            "reviewer",
             "agents_dir",
             "report",
             "tag",

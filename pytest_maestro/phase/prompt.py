@@ -205,4 +205,6 @@ def _failure_summary(attempt: Attempt) -> str:
         )
         lines += [f"    {line}" for line in failure.tail[-10:]]
     lines += attempt.file_problems
+    if attempt.review is not None and not attempt.review.passed:  # what to fix, in full
+        lines += attempt.review.lines()
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .outcome import Attempt, CheckFailure, PhaseOutcome
+from .review import PhaseReview, Scene
 from .slots import AccountSlots
 
 
@@ -58,6 +59,7 @@ class RunConfig:
     slots: AccountSlots | None = None  # the account's call slots: an agent CLI's calls wait
     # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
     plan_path: Path | None = None
+    review: PhaseReview | None = None  # a reviewer judges each attempt whose checks passed
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -150,15 +152,20 @@ class PhaseRunner:
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
             attempt = self._attempt(phase, number, previous, out, before, tell)
+            if attempt.ok and cfg.review is not None:  # its own checks passed: a reviewer's turn
+                scene = Scene(self.root, before, out, self.env(phase, number), tell)
+                attempt = cfg.review(phase, attempt, scene)
             attempts.append(attempt)
             ran = number
             if attempt.ok:
                 status = Status.COMPLETED
                 break
-            if attempt.agent.status is Status.BLOCKED:  # the agent says it cannot: no retry
+            if attempt.blocked:  # the agent says it cannot, or its reviewer cannot: no retry
                 status = Status.BLOCKED
                 break
-        unverified = status is Status.COMPLETED and cfg.agent_cli and not attempts[-1].checked
+        # A review that passed verified it, as a check command does.
+        verified = bool(attempts) and (attempts[-1].checked or attempts[-1].review is not None)
+        unverified = status is Status.COMPLETED and cfg.agent_cli and not verified
         end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
         return replace(end, unverified=unverified, not_put_back=stuck), ran
 

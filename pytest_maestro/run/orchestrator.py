@@ -16,6 +16,7 @@ from pathlib import Path
 from ..phase.events import Progress
 from ..phase.outcome import PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
+from ..phase.review import PhaseReview
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.graph import PlanGraph
@@ -108,10 +109,26 @@ class Orchestrator:
             progress=self.progress,
             plan_path=self.plan_path,
             slots=self.life.slots,
+            review=self.review(phase),
         )
         context = self.prompt_context(phase) if agent_cli else PromptContext(self.plan)
         runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
         return dataclasses.replace(runner.run(phase), warnings=context.warnings)
+
+    def review(self, phase: Phase) -> PhaseReview | None:
+        """The phase's review step, or None: it is not reviewed."""
+        reviewer = self.resolve.reviewers.reviewer(phase)
+        if reviewer is None:
+            return None
+        return PhaseReview(
+            reviewer,
+            self.plan,
+            self.paths,
+            self.settings.max_wait,
+            self.life.budget,
+            self.life.slots,
+            (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
+        )
 
     def concurrent_files(self, phase: Phase) -> frozenset[str]:
         """Files declared by phases that may run beside this one (on other xdist workers): a
