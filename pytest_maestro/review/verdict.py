@@ -168,10 +168,9 @@ class Review:
     @property
     def outcome(self) -> str:
         """A cell of the summary table: ``passed, 3/3 criteria met, 1 minor``."""
-        word = "passed" if self.passed else "failed"
-        if self.verdict is None:
-            return f"{word}: no verdict"
-        return f"{word}, {self.verdict.counts}"
+        if self.failure is not None or self.verdict is None:
+            return "failed"  # why, the phase's note says
+        return f"{'passed' if self.passed else 'failed'}, {self.verdict.counts}"
 
     def lines(self) -> list[str]:
         """The review in full: what it came to, then each criterion's verdict and each

@@ -65,9 +65,12 @@ def review(prompt: str, root: Path, attempt: int) -> str:
         for n in range(1, criteria(prompt) + 1)
     ]
     findings = [
-        {"severity": kind.lower(), "where": text.split(": ", 1)[0], "issue": text.split(": ", 1)[-1]}
+        {
+            "severity": kind.lower(),
+            "where": text.split(": ", 1)[0],
+            "issue": text.split(": ", 1)[-1],
+        }
         for kind, text in _FINDING.findall(prompt)
     ]
     answer = {"criteria": verdicts, "findings": findings, "summary": "fake review"}
     return f"I read the change.\n\n```json\n{json.dumps(answer, indent=2)}\n```\n"
-
