@@ -142,7 +142,10 @@ def test_the_next_attempt_hears_the_findings_and_passes_reviewed(
 def test_a_phase_no_command_checks_is_reviewed_not_unverified(pytester: pytest.Pytester) -> None:
     phase = {"id": "p", "description": "Explain the code.", "reads": ["R"], "acceptance": ["clear"]}
     write_plan(pytester, [phase])
-    result = pytester.runpytest(*RUN, "--maestro-runtime=gemini", "--maestro-review=spec")
+    # A reviewer only reads: it needs no --maestro-autonomous, which a read-only phase lacks.
+    result = pytester.runpytest(
+        "--maestro", "plan.yaml", "--maestro-runtime=gemini", "--maestro-review=spec"
+    )
     result.assert_outcomes(passed=1)
     assert "passed unverified" not in result.stdout.str()
     state = session(pytester).phases["p"]
