@@ -191,7 +191,10 @@ def test_a_reviewer_that_writes_fails_the_review_and_the_tree_is_put_back(
     result = pytester.runpytest(*RUN, "--maestro-runtime=codex", "--maestro-review=spec")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*review failed: the reviewer changed files: README, notes.txt (put back)"]
+        [
+            "maestro: reviews: spec by reviewer (codex) 1",  # said before anything runs
+            "*review failed: the reviewer changed files: README, notes.txt (put back)",
+        ]
     )
     assert (root / "README").read_text() == "the user's\n"
     assert (root / "notes.txt").read_text() == "the user's draft\n"
