@@ -155,6 +155,21 @@ OPTIONS: tuple[Option, ...] = (
         env="MAESTRO_REVIEWER",
     ),
     Option(
+        "review_rounds",
+        "fix rounds after a failed review, each followed by a review: the first 3 go on with "
+        "the implementer's own session, the rest start afresh on the escalation model",
+        "int",
+        5,
+        env="MAESTRO_REVIEW_ROUNDS",
+        bounds=numbers.RETRIES,
+    ),
+    Option(
+        "escalate_model",
+        "model of the fix rounds past the third (a phase's escalate_model: beats it; default: "
+        "the phase's own)",
+        env="MAESTRO_ESCALATE_MODEL",
+    ),
+    Option(
         "budget_usd",
         "dollars the session may spend on agent CLIs; no phase or attempt starts past it (0: none)",
         "float",
@@ -245,6 +260,8 @@ class Settings:
     strict_files: bool
     review: str
     reviewer: str | None
+    review_rounds: int
+    escalate_model: str | None
     budget_usd: float
     max_wait: float
     max_concurrent_calls: tuple[tuple[str, int], ...] | None
@@ -304,6 +321,7 @@ class Settings:
             "state_dir",
             "runtime",
             "reviewer",
+            "escalate_model",
             "agents_dir",
             "report",
             "tag",

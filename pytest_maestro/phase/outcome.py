@@ -34,6 +34,7 @@ class Attempt:
     outside: tuple[str, ...] = ()  # files changed outside the declared ones
     checked: bool = False  # at least one acceptance command ran
     review: Review | None = None  # a reviewer's, once its own checks passed
+    rounds: int = 0  # fix rounds made after a failed review: they stood in for retries
 
     @property
     def ok(self) -> bool:

@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from ..files.declared import FileSnapshot
 from ..files.putback import RestoreError
@@ -26,7 +27,7 @@ from ..processes.process import PhaseLog
 from ..review.diff import attempt_diff
 from ..review.guard import TreeGuard
 from ..review.prompt import ReviewBrief, ask_again, prose_criteria, review_prompt
-from ..review.verdict import ReplyError, Review, read_reply
+from ..review.verdict import ReplyError, Review, Round, read_reply
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
 from ..runtimes.cli import NO_STATUS_LINE
@@ -37,7 +38,15 @@ from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, WAITING, Teller
 from .outcome import Attempt
+from .rounds import FixRound, plan_round
 from .slots import AccountSlots
+
+
+class Redo(Protocol):
+    """The implementer called again for a fix round after ``previous``, its checks run: the
+    runner's attempt, redone in the same scene."""
+
+    def __call__(self, previous: Attempt, *, fix: FixRound) -> Attempt: ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ class Scene:
     out: PhaseLog
     env: Mapping[str, str]
     tell: Teller
+    redo: Redo | None = None  # None: no fix round can be made
 
 
 @dataclass(frozen=True)
@@ -79,21 +89,66 @@ class PhaseReview:
     budget: Budget | None = None
     slots: AccountSlots | None = None
     ignored: tuple[str, ...] = (".maestro/",)  # never watched: the state dir, the logs in it
+    rounds: int = 0  # fix rounds after a failed review (``--maestro-review-rounds``)
+    implementer: Runtime | None = None  # whose session a fix round goes on with
+    escalate: str | None = None  # the model of the rounds that start afresh
 
     def __call__(self, phase: Phase, attempt: Attempt, scene: Scene) -> Attempt:
-        """The attempt with its review, and the review's tokens among its own."""
+        """The attempt with its review, after the fix rounds it took; every call's tokens
+        among its own."""
         review = self._review(phase, attempt, scene)
+        attempt = replace(attempt, review=review, tokens=attempt.tokens + review.tokens)
+        return self._fix_rounds(phase, attempt, scene)
+
+    def _fix_rounds(self, phase: Phase, attempt: Attempt, scene: Scene) -> Attempt:
+        """Fix rounds while a review found what to fix and rounds are left: each calls the
+        implementer again (``plan_round`` says how), runs the checks, and reviews again."""
+        review, session = attempt.review, attempt.agent.session_id
+        notes: list[Round] = []
+        for number in range(1, self.rounds + 1):
+            if not _fixable(attempt) or scene.redo is None or self.implementer is None:
+                break
+            spent = self.budget.refusal(phase.id, phase.budget_usd) if self.budget else None
+            if spent is not None:  # the attempt stays failed by its review
+                scene.out.write_line(f"--- no fix round {number}: {spent}")
+                break
+            fix = plan_round(number, self.implementer, attempt, session, self.escalate)
+            scene.tell(ACTIVITY, attempt.number, f"fix round {number}: {fix.how}")
+            fixed = scene.redo(attempt, fix=fix)
+            session = fixed.agent.session_id or session
+            cost, outcome = fixed.tokens, fixed.problem
+            if fixed.ok:  # its checks pass again: reviewed again, the last findings in view
+                review = self._review(phase, fixed, scene, number, review)
+                cost, outcome = cost + review.tokens, review.outcome
+            notes.append(Round(number, fix.how, outcome, cost))
+            attempt = replace(fixed, review=review, tokens=attempt.tokens + cost, rounds=number)
+        if notes and attempt.review is not None:
+            attempt = replace(attempt, review=replace(attempt.review, rounds=tuple(notes)))
+        return attempt
+
+    def _review(
+        self,
+        phase: Phase,
+        attempt: Attempt,
+        scene: Scene,
+        number: int = 0,
+        earlier: Review | None = None,
+    ) -> Review:
+        """The review of ``attempt`` (after fix round ``number``, 0: none), in the log."""
+        review = self._judge(phase, attempt, scene, number, earlier)
         for line in review.lines():
             scene.out.write_line(f"--- {line}")
-        return replace(attempt, review=review, tokens=attempt.tokens + review.tokens)
+        return review
 
-    def _review(self, phase: Phase, attempt: Attempt, scene: Scene) -> Review:
+    def _judge(
+        self, phase: Phase, attempt: Attempt, scene: Scene, number: int, earlier: Review | None
+    ) -> Review:
         who = self.reviewer
         spent = self.budget.refusal(phase.id, phase.budget_usd) if self.budget else None
         if spent is not None:
             return Review(who.mode, who.name, failure=f"no review: {spent}")
         scene.tell(ACTIVITY, attempt.number, f"review by {who.name}")
-        request = self._request(phase, attempt, scene)
+        request = self._request(phase, attempt, scene, number)
         try:
             diff = attempt_diff(scene.root, scene.before, attempt.outside)
             request.attempt_file(".diff").write_text(diff)
@@ -102,15 +157,17 @@ class PhaseReview:
             return Review(who.mode, who.name, failure=failure)
         brief = ReviewBrief(
             self.plan, phase, who.mode, who.agent, attempt.agent.text, diff,
-            request.attempt_file(".diff"),
+            request.attempt_file(".diff"), tuple(earlier.lines()) if earlier else (),
         )  # fmt: skip
         request = replace(request, prompt=review_prompt(brief))
         guard = TreeGuard.take(scene.root, phase.files.all(), self.ignored)
         review = self._ask(phase, request, scene)
         return self._guarded(phase, review, guard, scene)
 
-    def _request(self, phase: Phase, attempt: Attempt, scene: Scene) -> AgentRequest:
+    def _request(self, phase: Phase, attempt: Attempt, scene: Scene, number: int) -> AgentRequest:
         env = dict(scene.env)
+        if number:
+            env["MAESTRO_REVIEW_ROUND"] = str(number)
         # What the reviewer starts ends with its call; a killed run's next finds it by this.
         env[ATTEMPT_TOKEN] = token = secrets.token_hex(8)
         if scene.out.record is not None:
@@ -129,7 +186,7 @@ class PhaseReview:
             budget_usd=budget,
             activity=lambda did: scene.tell(ACTIVITY, attempt.number, f"review: {did.text()}"),
             read_only=True,
-            role="review",
+            role=f"round-{number}.review" if number else "review",
         )
 
     def _ask(self, phase: Phase, request: AgentRequest, scene: Scene) -> Review:
@@ -140,7 +197,9 @@ class PhaseReview:
         if not isinstance(read, ReplyError):
             return read
         scene.out.write_line(f"--- the reviewer's answer could not be read: {read}; asking again")
-        again = replace(request, prompt=ask_again(request.prompt, str(read)), role="review-2")
+        again = replace(
+            request, prompt=ask_again(request.prompt, str(read)), role=request.role + "-2"
+        )
         result, more = self._call(phase, again, scene)
         read = self._read(result, tokens + more, criteria)
         if isinstance(read, ReplyError):
@@ -202,3 +261,11 @@ class PhaseReview:
 def _answered(result: AgentResult) -> bool:
     """The reviewer's CLI answered: it did not fail, whatever status line its text has or lacks."""
     return result.handoff.status is not None or result.message == NO_STATUS_LINE
+
+
+def _fixable(attempt: Attempt) -> bool:
+    """A fix round can help: the attempt failed on its review's findings or on its checks,
+    not on a reviewer that gave no verdict, nor on an implementer that is blocked."""
+    if attempt.ok or attempt.blocked:
+        return False
+    return attempt.review is None or attempt.review.failure is None

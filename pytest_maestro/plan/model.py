@@ -70,6 +70,7 @@ class Phase:
     budget_usd: float | None = None  # dollars this phase may spend on its agent CLI
     done: bool = False  # the plan marks it done: skipped, and completed for its dependents
     review: str | None = None  # one of REVIEW_MODES; None: its agent's, else --maestro-review
+    escalate_model: str | None = None  # the model of its late fix rounds after a review
 
 
 @dataclass(frozen=True)

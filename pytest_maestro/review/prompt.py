@@ -71,6 +71,7 @@ class ReviewBrief:
     report: str  # the implementer's last reply
     diff: str  # the attempt's change
     diff_file: Path  # where the change is kept, for the reviewer to read
+    earlier: tuple[str, ...] = ()  # the last review's lines, when a fix round came after it
 
 
 def prose_criteria(phase: Phase) -> tuple[str, ...]:
@@ -98,6 +99,12 @@ def review_prompt(brief: ReviewBrief) -> str:
     report = brief.report.strip()[-REPORT_LIMIT:] or "(it said nothing)"
     sections.append(f"## The implementer's report (its claims, unverified)\n{report}")
     sections.append(_change(brief.diff, brief.diff_file))
+    if brief.earlier:
+        sections.append(
+            "## What the last review found (the implementer has tried to fix it since)\n"
+            + "\n".join(brief.earlier)
+            + "\nCheck first that each of these is fixed; then judge every criterion again."
+        )
     sections.append("## What to look for\n" + _LOOK[brief.mode])
     sections.append(ANSWER)
     return "\n\n".join(s for s in sections if s) + "\n"

@@ -142,6 +142,26 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Round:
+    """One fix round before a review: how the implementer was called, what came of it (the
+    review after it, or why there was none), and what the round cost, its review's call
+    included."""
+
+    number: int
+    how: str
+    outcome: str
+    tokens: Tokens = field(default_factory=Tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.number,
+            "how": self.how,
+            "outcome": self.outcome,
+            "tokens": self.tokens.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class Review:
     """One review of an attempt: its verdict, or why it gave none (``failure``: the reviewer's
     call failed, its answer could not be read, it changed files, the budget was spent)."""
@@ -152,6 +172,7 @@ class Review:
     failure: str | None = None
     blocked: bool = False  # the reviewer cannot run at all (no access, a spent quota)
     tokens: Tokens = field(default_factory=Tokens)
+    rounds: tuple[Round, ...] = ()  # the fix rounds before it, in order
 
     @property
     def passed(self) -> bool:
@@ -168,9 +189,11 @@ class Review:
     @property
     def outcome(self) -> str:
         """A cell of the summary table: ``passed, 3/3 criteria met, 1 minor``."""
+        n = len(self.rounds)
+        after = f" after {n} fix round{'s' if n > 1 else ''}" if n else ""
         if self.failure is not None or self.verdict is None:
-            return "failed"  # why, the phase's note says
-        return f"{'passed' if self.passed else 'failed'}, {self.verdict.counts}"
+            return f"failed{after}"  # why, the phase's note says
+        return f"{'passed' if self.passed else 'failed'}{after}, {self.verdict.counts}"
 
     def lines(self) -> list[str]:
         """The review in full: what it came to, then each criterion's verdict and each
@@ -195,6 +218,8 @@ class Review:
                 data["summary"] = self.verdict.summary
         if self.tokens != Tokens():
             data["tokens"] = self.tokens.to_dict()
+        if self.rounds:
+            data["rounds"] = [r.to_dict() for r in self.rounds]
         return data
 
     @classmethod
@@ -216,6 +241,7 @@ class Review:
                 verdict,
                 None if failure is None else str(failure),
                 tokens=Tokens.from_mapping(raw.get("tokens") or {}),
+                rounds=tuple(_round(r) for r in raw.get("rounds") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -232,6 +258,11 @@ def _finding_dict(f: Finding) -> dict[str, str]:
 def _criterion(raw: Mapping[str, Any]) -> CriterionVerdict:
     return CriterionVerdict(int(raw["id"]), str(raw["criterion"]), raw["met"] is True,
                             str(raw.get("evidence") or ""))  # fmt: skip
+
+
+def _round(raw: Mapping[str, Any]) -> Round:
+    tokens = Tokens.from_mapping(raw.get("tokens") or {})
+    return Round(int(raw["round"]), str(raw["how"]), str(raw["outcome"]), tokens)
 
 
 def _finding(raw: Mapping[str, Any]) -> Finding:

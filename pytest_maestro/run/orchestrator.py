@@ -120,6 +120,7 @@ class Orchestrator:
         reviewer = self.resolve.reviewers.reviewer(phase)
         if reviewer is None:
             return None
+        implementer = self.resolve.runtime_name(phase)
         return PhaseReview(
             reviewer,
             self.plan,
@@ -128,6 +129,9 @@ class Orchestrator:
             self.life.budget,
             self.life.slots,
             (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
+            rounds=self.settings.review_rounds,
+            implementer=self.resolve.runtimes.get(implementer) if implementer else None,
+            escalate=phase.escalate_model or self.settings.escalate_model,
         )
 
     def concurrent_files(self, phase: Phase) -> frozenset[str]:

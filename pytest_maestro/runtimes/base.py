@@ -36,6 +36,9 @@ class AgentRequest:
     # ``autonomous`` says. Only a runtime that has one is handed such a request.
     read_only: bool = False
     role: str = ""  # who calls beside the phase's own agent ("review"): its files apart
+    # The CLI session to go on with (a fix round after a review): given only to a runtime whose
+    # ``resumes`` says it can.
+    resume: str | None = None
 
     def attempt_file(self, suffix: str) -> Path:
         """A file of this attempt beside the phase's log: its prompt, the CLI's reply (a

@@ -34,6 +34,7 @@ class ClaudeRuntime(CliRuntime):
     autonomy = "--permission-mode bypassPermissions: edits files and runs commands without asking"
     agent_fields = frozenset({"tools"})
     read_only = "--permission-mode dontAsk offering only Read, Grep and Glob"
+    resumes = True  # --resume SESSION_ID
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
@@ -74,8 +75,9 @@ class ClaudeRuntime(CliRuntime):
 
 
 def _model_args(request: AgentRequest) -> list[str]:
-    """The model, the turns and the dollars the call may take."""
-    args = ["--model", request.model] if request.model else []
+    """The session it goes on with, the model, the turns and the dollars the call may take."""
+    args = ["--resume", request.resume] if request.resume else []
+    args += ["--model", request.model] if request.model else []
     if request.agent and request.agent.max_turns:
         args += ["--max-turns", str(request.agent.max_turns)]
     if request.budget_usd is not None:

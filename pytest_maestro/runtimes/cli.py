@@ -118,6 +118,7 @@ class CliRuntime:
     # Its read-only mode, in words and flags, which a reviewer's call (``request.read_only``)
     # runs in; empty: it has none, and no reviewer runs on it.
     read_only = ""
+    resumes = False  # it can go on with a session of its own (``request.resume``)
     # A CLI that reports tokens and no cost: its cost is estimated from a price table
     # (prices.py), under this provider's prices (None: the provider a ``provider/model`` names).
     priced = False

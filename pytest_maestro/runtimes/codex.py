@@ -37,6 +37,7 @@ class CodexRuntime(CliRuntime):
     autonomy = "--sandbox workspace-write: edits files and runs commands in the project, unasked"
     priced, price_provider = True, "openai"
     read_only = "--sandbox read-only"
+    resumes = True  # exec [OPTIONS] resume SESSION_ID -: the options apply to the resumed session
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         # The project root need not be a git repository (a scratch directory): this tool keeps
@@ -45,7 +46,8 @@ class CodexRuntime(CliRuntime):
         if request.model:
             args += ["--model", request.model]
         sandbox = "workspace-write" if request.autonomous and not request.read_only else "read-only"
-        return [*args, "--sandbox", sandbox, "-"]
+        resume = ["resume", request.resume] if request.resume else []
+        return [*args, "--sandbox", sandbox, *resume, "-"]
 
     def activity_reader(self, request: AgentRequest) -> Reader:
         return CodexReader(request.root)

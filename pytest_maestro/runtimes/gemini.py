@@ -48,9 +48,12 @@ class GeminiRuntime(CliRuntime):
     # Not ``plan``: headless, plan mode leaves itself once its plan is made, and goes on to
     # implement it (docs/agent-clis.md); ``default`` denies every tool that asks.
     read_only = "--approval-mode default"
+    resumes = True  # --resume SESSION_ID
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["--output-format", "stream-json"]
+        if request.resume:
+            args += ["--resume", request.resume]
         if request.model:
             args += ["--model", request.model]
         mode = "yolo" if request.autonomous and not request.read_only else "default"

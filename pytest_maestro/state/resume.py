@@ -19,7 +19,7 @@ from .paths import SessionPaths
 _NOT_DEFINITION = frozenset(
     {
         "name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd",
-        "done", "review",
+        "done", "review", "escalate_model",
     }
 )  # fmt: skip
 INTERRUPTED = "the run that started this phase ended before it finished"

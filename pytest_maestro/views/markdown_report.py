@@ -68,7 +68,8 @@ def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: in
 
 
 def review_section(rows: tuple[PhaseRow, ...]) -> str:
-    """Each reviewed phase's review: what it came to, each criterion's verdict, each finding."""
+    """Each reviewed phase's review: what it came to, each criterion's verdict, each finding,
+    each fix round before it."""
     lines: list[str] = []
     for row in rows:
         review = row.review
@@ -84,6 +85,11 @@ def review_section(rows: tuple[PhaseRow, ...]) -> str:
         for finding in review.verdict.findings if review.verdict else ():
             where = f"`{_cell(finding.where)}`: " if finding.where else ""
             lines.append(f"- {finding.severity}: {where}{_cell(finding.issue)}")
+        for done in review.rounds:  # what each fix round came to, and cost with its review
+            spent = f"{done.tokens.input}/{done.tokens.output} tokens, {cost_text(done.tokens)}"
+            lines.append(
+                f"- fix round {done.number} ({_cell(done.how)}): {_cell(done.outcome)}; {spent}"
+            )
         lines.append("")
     return "\n".join(["## Reviews", "", *lines]) if lines else ""
 

@@ -7,6 +7,9 @@ these, anywhere in the prompt:
   (none)                       every criterion of "## Criteria to judge" met, no findings
   FAKE:REVIEW_UNMET=2          criterion 2 is not met (repeatable)
   FAKE:REVIEW_UNMET_FIRST      criterion 1 is not met on attempt 1 (MAESTRO_ATTEMPT), met after
+  FAKE:REVIEW_UNMET_UNTIL_ROUND=2
+                               criterion 1 is not met before fix round 2 (MAESTRO_REVIEW_ROUND,
+                               0 before any), met from then on
   FAKE:REVIEW_BLOCKING text    a blocking finding: `where: issue` (the rest of the line)
   FAKE:REVIEW_MINOR text       a minor finding, likewise
   FAKE:REVIEW_MALFORMED        an answer without the JSON block, each time
@@ -18,6 +21,7 @@ these, anywhere in the prompt:
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -25,6 +29,7 @@ HEAD = "Review of phase"
 ASKED_AGAIN = "## Your previous answer could not be read"
 _CRITERIA = re.compile(r"^## Criteria to judge\n((?:\d+\. .*\n?)*)", re.MULTILINE)
 _UNMET = re.compile(r"FAKE:REVIEW_UNMET=(\d+)")
+_UNTIL = re.compile(r"FAKE:REVIEW_UNMET_UNTIL_ROUND=(\d+)")
 _FINDING = re.compile(r"FAKE:REVIEW_(BLOCKING|MINOR)[ \t]+(.+)$", re.MULTILINE)
 _WRITE = re.compile(r"FAKE:REVIEW_WRITE[ \t]+(\S+?)=(.*)$", re.MULTILINE)
 _DECLARED = re.compile(r"^- (?:create|modify|delete): (.+?)[ \t]*$", re.MULTILINE)
@@ -53,6 +58,9 @@ def review(prompt: str, root: Path, attempt: int) -> str:
         return "I reviewed it. Verdict: fine. (No JSON, sorry.)"
     unmet = {int(n) for n in _UNMET.findall(prompt)}
     if "FAKE:REVIEW_UNMET_FIRST" in prompt and attempt <= 1:
+        unmet.add(1)
+    until = _UNTIL.search(prompt)
+    if until and int(os.environ.get("MAESTRO_REVIEW_ROUND") or 0) < int(until.group(1)):
         unmet.add(1)
     files = _DECLARED.findall(prompt)
     where = f"{files[0]}:1" if files else "README:1"

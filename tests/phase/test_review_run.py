@@ -69,7 +69,9 @@ def test_a_phase_whose_checks_pass_but_that_misses_a_criterion_fails_on_review(
     pytester: pytest.Pytester, fakes: Path
 ) -> None:
     write_plan(pytester, [greeting("FAKE:REVIEW_UNMET=2", max_retries=0)])
-    result = pytester.runpytest(*RUN, "--maestro-runtime=claude", "--maestro-review=spec")
+    result = pytester.runpytest(
+        *RUN, "--maestro-runtime=claude", "--maestro-review=spec", "--maestro-review-rounds=0"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -100,14 +102,14 @@ def test_a_phase_whose_checks_pass_but_that_misses_a_criterion_fails_on_review(
     assert state.status.value == "failed" and state.review["passed"] is False
 
 
-def test_the_next_attempt_hears_the_findings_and_passes_reviewed(
+def test_without_fix_rounds_the_next_attempt_hears_the_findings_and_passes_reviewed(
     pytester: pytest.Pytester, fakes: Path
 ) -> None:
     task = "FAKE:REVIEW_UNMET_FIRST\nFAKE:REVIEW_MINOR out.txt:1: could say whom it greets"
     write_plan(pytester, [greeting(task, max_retries=1)])
     result = pytester.runpytest(
         *RUN, "--maestro-runtime=codex", "--maestro-review=spec+quality",
-        "--maestro-report=report.md",
+        "--maestro-report=report.md", "--maestro-review-rounds=0",
     )  # fmt: skip
     result.assert_outcomes(passed=1)
     logs = pytester.path / ".maestro" / "logs"
@@ -324,27 +326,94 @@ def test_a_shell_phase_reviewed_needs_a_reviewer_with_a_runtime(pytester: pytest
     )
 
 
+def test_a_failed_review_is_fixed_in_a_resumed_round_and_passes(
+    pytester: pytest.Pytester, fakes: Path
+) -> None:
+    write_plan(pytester, [greeting("FAKE:REVIEW_UNMET_UNTIL_ROUND=1")])
+    result = pytester.runpytest(
+        *RUN, "--maestro-runtime=claude", "--maestro-review=spec", "--maestro-report=report.md"
+    )
+    result.assert_outcomes(passed=1)
+    first, review, fix, again = calls(fakes)
+    assert [c["review"] for c in (first, review, fix, again)] == [False, True, False, True]
+    logs = pytester.path / ".maestro" / "logs"
+    reply = json.loads((logs / "greet.attempt-1.reply").read_text().splitlines()[-1])
+    assert fix["argv"][5:7] == ["--resume", reply["session_id"]]  # its own session, resumed
+    prompt = (logs / "greet.attempt-1.round-1.prompt.md").read_text()
+    assert prompt.startswith("Fix round: 1\n\n## What the review of your work found\n")
+    assert "criterion 1 not met: the greeting is friendly" in prompt
+    assert "FAKE:EDIT" not in prompt  # the session knows its task: only the findings
+    assert (
+        "## What the last review found"
+        in (logs / "greet.attempt-1.round-1.review.prompt.md").read_text()
+    )
+    result.stdout.fnmatch_lines(["greet*completed  1 *passed after 1 fix round, 2/2 criteria met*"])
+    summary = json.loads((pytester.path / ".maestro" / "summary.json").read_text())
+    [rounds] = [row["review"]["rounds"] for row in summary["phases"]]
+    assert [r["how"].split()[:2] for r in rounds] == [["resumes", "session"]]
+    assert rounds[0]["outcome"] == "passed, 2/2 criteria met"
+    assert "- fix round 1 (resumes session " in (pytester.path / "report.md").read_text()
+    assert session(pytester).phases["greet"].attempts == 1  # rounds are no attempts
+
+
+def test_round_4_starts_afresh_on_the_escalation_model(
+    pytester: pytest.Pytester, fakes: Path
+) -> None:
+    write_plan(pytester, [greeting("FAKE:REVIEW_UNMET_UNTIL_ROUND=4", escalate_model="big")])
+    result = pytester.runpytest(*RUN, "--maestro-runtime=codex", "--maestro-review=spec")
+    result.assert_outcomes(passed=1)
+    fixes = [c["argv"] for c in calls(fakes) if not c["review"]][1:]
+    assert len(fixes) == 4
+    threads = {argv[argv.index("resume") + 1] for argv in fixes[:3]}
+    assert len(threads) == 1  # rounds 1-3 go on with the one session
+    assert "resume" not in fixes[3] and fixes[3][fixes[3].index("--model") + 1] == "big"
+    log = (pytester.path / ".maestro" / "logs" / "greet.log").read_text()
+    assert "=== attempt 1, fix round 4: afresh on model big ===" in log
+
+
+def test_spent_rounds_fail_the_phase_without_another_attempt(
+    pytester: pytest.Pytester, fakes: Path
+) -> None:
+    write_plan(pytester, [greeting("FAKE:REVIEW_UNMET=1", max_retries=2)])
+    result = pytester.runpytest(
+        *RUN, "--maestro-runtime=opencode", "--maestro-review=spec", "--maestro-review-rounds=2"
+    )
+    result.assert_outcomes(failed=1)
+    assert len(calls(fakes)) == 6  # the attempt and its review, then two rounds and theirs
+    result.stdout.fnmatch_lines(
+        [
+            "phase 'greet' (Greet) failed after 1 attempt",
+            "attempt 1: review by reviewer (opencode), spec: failed after 2 fix rounds, "
+            "1/2 criteria met",
+        ]
+    )
+    log = (pytester.path / ".maestro" / "logs" / "greet.log").read_text()
+    assert "fix round 1: afresh (opencode resumes no session)" in log
+
+
 @pytest.mark.slow
-def test_reviews_under_xdist(pytester: pytest.Pytester, fakes: Path) -> None:
-    """Two phases on two workers: the one that misses a criterion fails on review, the other
-    passes reviewed, and the controller records both reviews."""
+def test_reviews_and_rounds_under_xdist(pytester: pytest.Pytester, fakes: Path) -> None:
+    """Two phases on two workers: one passes after a fix round, the other misses a criterion
+    to the last round; the controller records both reviews."""
     write_plan(
         pytester,
         [
             greeting("FAKE:REVIEW_UNMET=1", id="misses", max_retries=0),
-            greeting(id="meets", out="other.txt"),
+            greeting("FAKE:REVIEW_UNMET_UNTIL_ROUND=1", id="fixed", out="other.txt"),
         ],
     )
     result = pytester.runpytest_subprocess(
-        *RUN, "--maestro-runtime=claude", "--maestro-review=spec", "-n", "2"
-    )
+        *RUN, "--maestro-runtime=claude", "--maestro-review=spec", "--maestro-review-rounds=1",
+        "-n", "2",
+    )  # fmt: skip
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED plan.yaml::misses - review: criterion 1 not met: *"])
-    workers = {c["phase_id"]: c["pid"] for c in calls(fakes)}
-    assert set(workers) == {"misses", "meets"}
+    assert {c["phase_id"] for c in calls(fakes)} == {"misses", "fixed"}
     phases = session(pytester).phases
     assert phases["misses"].review["passed"] is False
-    assert phases["meets"].review["passed"] is True and not phases["meets"].unverified
+    assert len(phases["misses"].review["rounds"]) == 1
+    assert phases["fixed"].review["passed"] is True and not phases["fixed"].unverified
     props = properties(pytester)
     assert props["maestro.misses.criterion.1"].startswith("not met: the greeting is friendly")
-    assert props["maestro.meets.reviewed"] == "True"
+    assert props["maestro.fixed.reviewed"] == "True"
+    assert props["maestro.fixed.review"] == "passed after 1 fix round, 2/2 criteria met"

@@ -147,6 +147,7 @@ def _phase(raw: dict[str, Any], line: int | None) -> Phase:
         rollback_triggers=tuple(raw.get("rollback_triggers", ())),
         constraints=tuple(raw.get("constraints", ())),
         review=raw.get("review"),
+        escalate_model=raw.get("escalate_model"),
     )
 
 
