@@ -56,11 +56,12 @@ class Attempt:
             more = len(self.check_failures) - 1
             text = f"check failed: {self.check_failures[0].criterion}"
             text += f" (and {more} more)" if more else ""
-        elif self.file_problems:
-            text = self.file_problems[0]
+        elif self.review is not None and not self.review.passed:
+            # Before file problems: a review runs only when there were none, so any there now
+            # came after it (where an isolated phase's work was kept).
+            text = self.review.problem or ""
         else:
-            said = self.review.problem if self.review is not None else None
-            text = said or self.agent.status
+            text = self.file_problems[0] if self.file_problems else self.agent.status
         return " ".join(text.split())[:PROBLEM_LIMIT]
 
 

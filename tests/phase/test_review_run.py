@@ -417,3 +417,34 @@ def test_reviews_and_rounds_under_xdist(pytester: pytest.Pytester, fakes: Path) 
     assert props["maestro.misses.criterion.1"].startswith("not met: the greeting is friendly")
     assert props["maestro.fixed.reviewed"] == "True"
     assert props["maestro.fixed.review"] == "passed after 1 fix round, 2/2 criteria met"
+
+
+def test_an_isolated_phase_is_reviewed_in_its_worktree(
+    pytester: pytest.Pytester, fakes: Path
+) -> None:
+    root = git_repo(pytester.path)
+    (root / ".gitignore").write_text(".maestro/\n")
+    (root / "README").write_text("the user's\n")
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, check=True)
+    write_plan(
+        pytester,
+        [
+            greeting("FAKE:REVIEW_UNMET_UNTIL_ROUND=1"),
+            greeting("FAKE:REVIEW_WRITE README=rewritten", id="writes", out="w.txt", max_retries=0),
+        ],
+    )
+    result = pytester.runpytest(
+        *RUN, "--maestro-runtime=claude", "--maestro-review=spec", "--maestro-isolate=worktree"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    assert (root / "out.txt").read_text() == "hello\n"  # fixed in a round, then merged back
+    assert not (root / "w.txt").exists()
+    assert (root / "README").read_text() == "the user's\n"
+    result.stdout.fnmatch_lines(
+        [
+            "attempt 1: review by reviewer (claude), spec: failed: the reviewer changed files: "
+            "README (put back)",
+            "attempt 1: its work is kept as refs/maestro/*",
+        ]
+    )
