@@ -14,6 +14,7 @@ from pytest_maestro.review.verdict import (
     Finding,
     ReplyError,
     Review,
+    Round,
     Verdict,
     read_reply,
 )
@@ -161,6 +162,7 @@ def test_a_review_s_lines_say_each_verdict_and_finding() -> None:
 texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 criterion_verdicts = st.builds(CriterionVerdict, st.integers(1, 50), texts, st.booleans(), texts)
 findings = st.builds(Finding, st.sampled_from(["blocking", "minor"]), texts, texts)
+tokens = st.builds(Tokens, st.integers(0, 10**6), st.integers(0, 10**6))
 reviews = st.builds(
     Review,
     st.sampled_from(["spec", "spec+quality"]),
@@ -168,7 +170,8 @@ reviews = st.builds(
     st.none() | st.builds(Verdict, st.tuples(criterion_verdicts), st.tuples(findings), texts),
     st.none() | texts,
     st.just(False),
-    st.builds(Tokens, st.integers(0, 10**6), st.integers(0, 10**6)),
+    tokens,
+    st.lists(st.builds(Round, st.integers(1, 5), texts, texts, tokens), max_size=3).map(tuple),
 )
 
 
@@ -177,12 +180,14 @@ def test_a_review_travels_as_plain_values_and_comes_back_the_same(review: Review
     data = json.loads(json.dumps(review.to_dict()))  # as the wire and the session carry it
     back = Review.from_mapping(data)
     assert back is not None
-    assert (back.mode, back.reviewer, back.failure, back.passed) == (
+    assert (back.mode, back.reviewer, back.failure, back.passed, back.rounds) == (
         review.mode,
         review.reviewer,
         review.failure,
         review.passed,
+        review.rounds,
     )
+    assert back.outcome == review.outcome
     if review.verdict is not None and (review.verdict.criteria or review.verdict.findings):
         assert back.verdict is not None
         assert (back.verdict.criteria, back.verdict.findings) == (
