@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from . import numbers
 from .numbers import Bounds
 from .plan import FORMAT_NAMES
+from .plan.model import REVIEW_MODES
 
 SCHEDULES = ("dag", "waves")
 ISOLATIONS = ("none", "worktree")
@@ -140,6 +141,35 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "review",
+        "review each agent phase once its checks passed: none, spec (its task and criteria), "
+        "spec+quality (and the code's quality); a phase's review: and its agent's beat it",
+        "choice",
+        "none",
+        env="MAESTRO_REVIEW",
+        choices=REVIEW_MODES,
+    ),
+    Option(
+        "reviewer",
+        "the agent that reviews phases, read-only (default: the built-in reviewer)",
+        env="MAESTRO_REVIEWER",
+    ),
+    Option(
+        "review_rounds",
+        "fix rounds after a failed review, each followed by a review: the first 3 go on with "
+        "the implementer's own session, the rest start afresh on the escalation model",
+        "int",
+        5,
+        env="MAESTRO_REVIEW_ROUNDS",
+        bounds=numbers.RETRIES,
+    ),
+    Option(
+        "escalate_model",
+        "model of the fix rounds past the third (a phase's escalate_model: beats it; default: "
+        "the phase's own)",
+        env="MAESTRO_ESCALATE_MODEL",
+    ),
+    Option(
         "budget_usd",
         "dollars the session may spend on agent CLIs; no phase or attempt starts past it (0: none)",
         "float",
@@ -228,6 +258,10 @@ class Settings:
     agents_dir: str | None
     autonomous: bool
     strict_files: bool
+    review: str
+    reviewer: str | None
+    review_rounds: int
+    escalate_model: str | None
     budget_usd: float
     max_wait: float
     max_concurrent_calls: tuple[tuple[str, int], ...] | None
@@ -286,6 +320,8 @@ class Settings:
             "root",
             "state_dir",
             "runtime",
+            "reviewer",
+            "escalate_model",
             "agents_dir",
             "report",
             "tag",

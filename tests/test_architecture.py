@@ -69,6 +69,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("processes",),
     ("runtimes",),
     ("isolation",),
+    ("review",),
     ("phase",),
     ("views",),
     ("settings",),

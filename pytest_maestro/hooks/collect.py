@@ -136,4 +136,5 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         downstream=dict(handoff.downstream) or None,
         outside=list(outcome.outside) or None,
         warnings=list(outcome.warnings) or None,
+        review=outcome.review.to_dict() if outcome.review is not None else None,
     )

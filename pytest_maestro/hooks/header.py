@@ -35,6 +35,11 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
         f"maestro: {_parallel(maestro, workers)}",
         "maestro: runtimes: " + ", ".join(f"{name} {n}" for name, n in runtimes.most_common()),
     ]
+    reviewers = (maestro.resolve.reviewers.reviewer(p) for p in plan.phases if not p.done)
+    reviews = Counter((r.mode, r.name) for r in reviewers if r is not None)
+    if reviews:
+        said = (f"{mode} by {name} {n}" for (mode, name), n in reviews.most_common())
+        lines.append("maestro: reviews: " + ", ".join(said))
     if maestro.life.recorder is not None:  # the session is open: this run records it there
         lines.append(f"maestro: session {shown(maestro.paths.snapshot, cwd)}")
     return lines

@@ -18,6 +18,7 @@ from .._compat import TerminalRepr, junit_suite
 from ..phase.facts import PhaseFacts
 from ..phase.outcome import PhaseOutcome
 from ..plan import Plan
+from ..review.verdict import Review
 from ..state.model import Status, Tokens, unpriced_text
 from ..views.failure import phase_output
 
@@ -36,6 +37,8 @@ PHASE_FACTS = (
     "cost_estimated",
     "unpriced",
     "unverified",
+    "reviewed",
+    "review",
 )
 # junit_logging values that put captured standard output in <system-out>.
 LOGS_STDOUT = ("system-out", "out-err", "all")
@@ -51,7 +54,10 @@ def record_phase(
     values: dict[str, Any] = {"agent": agent, "wave": wave, **facts.to_wire()}
     if facts.tokens is not None:
         values.update(token_facts(facts.tokens))
+    review = Review.from_mapping(facts.review) if facts.review is not None else None
+    values.update(review_facts(review, facts.ok))
     known = [(fact, values[fact]) for fact in PHASE_FACTS if values.get(fact) is not None]
+    known += criterion_facts(review)
     # A phase reported twice (a failed teardown after its call) keeps its latest facts.
     suite.replace_properties(f"maestro.{facts.phase}.", known)
     if suite.family == "xunit1":
@@ -72,6 +78,21 @@ def token_facts(tokens: Tokens) -> dict[str, Any]:
     if tokens.unpriced:
         facts["unpriced"] = unpriced_text(tokens.unpriced)
     return facts
+
+
+def review_facts(review: Review | None, completed: bool) -> dict[str, Any]:
+    """A review as properties: what it came to (``passed, 3/3 criteria met``), and ``reviewed``
+    for a phase that completed with every prose criterion judged met."""
+    if review is None:
+        return {"review": None}
+    return {"review": review.outcome, "reviewed": (completed and review.passed) or None}
+
+
+def criterion_facts(review: Review | None) -> list[tuple[str, str]]:
+    """Each criterion's verdict as a property of its own: ``criterion.2`` = ``not met: …``."""
+    if review is None or review.verdict is None:
+        return []
+    return [(f"criterion.{c.number}", c.line.split(" ", 2)[2]) for c in review.verdict.criteria]
 
 
 def record_session(config: pytest.Config, plan: Plan, outcomes: Mapping[str, str]) -> None:

@@ -99,6 +99,7 @@ class PhaseFacts:
     downstream: dict[str, str] | None = None  # the agent's Downstream Context
     outside: list[str] | None = None  # files the agent changed outside the declared ones
     warnings: list[str] | None = None  # what the phase went without, for the run's summary
+    review: dict[str, Any] | None = None  # its last attempt's review (``Review.to_dict``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # from the wire: its text

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..files.putback import Restored
+from ..review.verdict import Review
 from ..runtimes import AgentResult
 from ..runtimes.handoff import Handoff
 from ..state.model import Status, Tokens
@@ -32,21 +33,33 @@ class Attempt:
     tokens: Tokens = field(default_factory=Tokens)  # every call the attempt made
     outside: tuple[str, ...] = ()  # files changed outside the declared ones
     checked: bool = False  # at least one acceptance command ran
+    review: Review | None = None  # a reviewer's, once its own checks passed
+    rounds: int = 0  # fix rounds made after a failed review: they stood in for retries
 
     @property
     def ok(self) -> bool:
-        return self.agent.ok and not self.check_failures and not self.file_problems
+        own = self.agent.ok and not self.check_failures and not self.file_problems
+        return own and (self.review is None or self.review.passed)
+
+    @property
+    def blocked(self) -> bool:
+        """Retrying cannot help: the agent says it is blocked, or its reviewer cannot run."""
+        return self.agent.status is Status.BLOCKED or bool(self.review and self.review.blocked)
 
     @property
     def problem(self) -> str:
         """One line: the attempt's first problem (the agent's status line or error, a failed
-        check, a file problem)."""
+        check, a file problem, the review's first blocking finding)."""
         if not self.agent.ok:
             text = self.agent.message
         elif self.check_failures:
             more = len(self.check_failures) - 1
             text = f"check failed: {self.check_failures[0].criterion}"
             text += f" (and {more} more)" if more else ""
+        elif self.review is not None and not self.review.passed:
+            # Before file problems: a review runs only when there were none, so any there now
+            # came after it (where an isolated phase's work was kept).
+            text = self.review.problem or ""
         else:
             text = self.file_problems[0] if self.file_problems else self.agent.status
         return " ".join(text.split())[:PROBLEM_LIMIT]
@@ -86,3 +99,8 @@ class PhaseOutcome:
     @property
     def outside(self) -> tuple[str, ...]:
         return self.attempts[-1].outside if self.attempts else ()
+
+    @property
+    def review(self) -> Review | None:
+        """The last attempt's review, if it had one."""
+        return self.attempts[-1].review if self.attempts else None

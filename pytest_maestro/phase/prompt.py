@@ -183,7 +183,7 @@ def build_prompt(
             + "\n".join(criteria)
         )
     if previous is not None:
-        sections.append("## The previous attempt failed\n" + _failure_summary(previous))
+        sections.append("## The previous attempt failed\n" + failure_summary(previous))
         if phase.fallback:
             sections.append("## Fallback strategy\n" + phase.fallback)
     sections.append("Do not stage or commit: this tool handles git.")
@@ -197,7 +197,8 @@ def _dependency(result: DependencyResult) -> str:
     return "\n".join(lines)
 
 
-def _failure_summary(attempt: Attempt) -> str:
+def failure_summary(attempt: Attempt) -> str:
+    """What failed in an attempt, in full: for the next attempt's prompt, or a fix round's."""
     lines = [] if attempt.agent.ok else [attempt.agent.message]
     for failure in attempt.check_failures:
         lines.append(
@@ -205,4 +206,6 @@ def _failure_summary(attempt: Attempt) -> str:
         )
         lines += [f"    {line}" for line in failure.tail[-10:]]
     lines += attempt.file_problems
+    if attempt.review is not None and not attempt.review.passed:  # what to fix, in full
+        lines += attempt.review.lines()
     return "\n".join(lines)

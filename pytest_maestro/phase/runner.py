@@ -10,6 +10,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from ..files.declared import FileSnapshot, OutsideRoot, file_problems
@@ -29,6 +30,8 @@ from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .outcome import Attempt, CheckFailure, PhaseOutcome
+from .review import PhaseReview, Scene
+from .rounds import FixRound
 from .slots import AccountSlots
 
 
@@ -58,6 +61,7 @@ class RunConfig:
     slots: AccountSlots | None = None  # the account's call slots: an agent CLI's calls wait
     # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
     plan_path: Path | None = None
+    review: PhaseReview | None = None  # a reviewer judges each attempt whose checks passed
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -150,15 +154,23 @@ class PhaseRunner:
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
             attempt = self._attempt(phase, number, previous, out, before, tell)
+            if attempt.ok and cfg.review is not None:  # its own checks passed: a reviewer's turn
+                redo = partial(self._attempt, phase, number, out=out, before=before, tell=tell)
+                scene = Scene(self.root, before, out, self.env(phase, number), tell, redo)
+                attempt = cfg.review(phase, attempt, scene)
             attempts.append(attempt)
             ran = number
             if attempt.ok:
                 status = Status.COMPLETED
                 break
-            if attempt.agent.status is Status.BLOCKED:  # the agent says it cannot: no retry
+            if attempt.blocked:  # the agent says it cannot, or its reviewer cannot: no retry
                 status = Status.BLOCKED
                 break
-        unverified = status is Status.COMPLETED and cfg.agent_cli and not attempts[-1].checked
+            if attempt.rounds:  # its fix rounds, the late ones afresh, stood in for retries
+                break
+        # A review that passed verified it, as a check command does.
+        verified = bool(attempts) and (attempts[-1].checked or attempts[-1].review is not None)
+        unverified = status is Status.COMPLETED and cfg.agent_cli and not verified
         end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
         return replace(end, unverified=unverified, not_put_back=stuck), ran
 
@@ -271,9 +283,10 @@ class PhaseRunner:
         out: PhaseLog,
         before: FileSnapshot,
         tell: Teller,
+        fix: FixRound | None = None,
     ) -> Attempt:
         cfg = self.config
-        out.write_line(f"=== attempt {number} ===")
+        out.write_line(f"=== attempt {number}{fix.label if fix else ''} ===")
         env = self.env(phase, number)
         # What an agent starts ends with its call (reaping); should the run be killed before the
         # runner sees a daemon, the next run finds it by this token, named in the record.
@@ -295,6 +308,8 @@ class PhaseRunner:
             budget_usd=cfg.budget.left(phase.id, phase.budget_usd) if cfg.budget else None,
             activity=lambda did: tell(ACTIVITY, number, did.text(), turn=did.turn),
         )
+        if fix is not None:  # a fix round after a review: its own prompt, model, session
+            request = fix.apply(request)
         dirty = changed_files(self.root) if cfg.agent_cli else None
         call = call_agent(
             self.runtime,

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+# How a phase is reviewed once its own checks passed: not at all, against its task and criteria,
+# or against those and for the code's quality (``review:``, an agent's, ``--maestro-review``).
+REVIEW_MODES = ("none", "spec", "spec+quality")
+
 
 @dataclass(frozen=True)
 class Files:
@@ -65,6 +69,8 @@ class Phase:
     runtime: str | None = None  # beats the agent's and --maestro-runtime
     budget_usd: float | None = None  # dollars this phase may spend on its agent CLI
     done: bool = False  # the plan marks it done: skipped, and completed for its dependents
+    review: str | None = None  # one of REVIEW_MODES; None: its agent's, else --maestro-review
+    escalate_model: str | None = None  # the model of its late fix rounds after a review
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ def _check_phase(plan: Plan, phase: Phase) -> None:
 
 def _texts(phase: Phase) -> Iterator[tuple[str, str]]:
     """Every text of the phase, with the field it is in."""
-    for name in ("name", "agent", "model", "runtime", "description", "fallback"):
+    for name in ("name", "agent", "model", "escalate_model", "runtime", "description", "fallback"):
         yield name, getattr(phase, name) or ""
     for name in ("run", "reads", "tags", "constraints", "rollback_triggers"):
         for text in getattr(phase, name):

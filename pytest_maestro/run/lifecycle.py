@@ -18,6 +18,7 @@ from ..plan import Phase
 from ..plan.graph import PlanGraph
 from ..processes.leftovers import end_groups, read_running_record, tell_owners
 from ..processes.process import KILL_GRACE
+from ..review.verdict import Review
 from ..settings import Settings, SettingsError
 from ..state import SessionPaths, StateError, Status
 from ..state.aside import move_aside
@@ -161,6 +162,13 @@ class Lifecycle:
             self.notes.append(
                 f"phase {phase.id!r} passed unverified: no acceptance command checked the "
                 "agent's work"
+            )
+        review = Review.from_mapping(facts.review) if ran and facts.review else None
+        if review is not None and review.passed and review.verdict and review.verdict.minor:
+            minor = review.verdict.minor  # kept, not failures: said where users look
+            self.notes.append(
+                f"phase {phase.id!r}: review passed with {len(minor)} minor finding"
+                f"{'s' if len(minor) > 1 else ''}: " + "; ".join(f.line for f in minor)
             )
         self.notes += [f"phase {phase.id!r}: warning: {w}" for w in facts.warnings or ()]
         if ran and facts.status == Status.COMPLETED and self.settings.commit:

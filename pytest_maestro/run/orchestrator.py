@@ -16,6 +16,7 @@ from pathlib import Path
 from ..phase.events import Progress
 from ..phase.outcome import Attempt, PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
+from ..phase.review import PhaseReview
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.graph import PlanGraph
@@ -108,12 +109,32 @@ class Orchestrator:
             progress=self.progress,
             plan_path=self.plan_path,
             slots=self.life.slots,
+            review=self.review(phase),
         )
         if not agent_cli:  # a phase's own commands read no prompt: none is built
             return PhaseRunner(config, runtime, _no_prompt).run(phase)
         context = self.prompt_context(phase)
         runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
         return dataclasses.replace(runner.run(phase), warnings=context.warnings)
+
+    def review(self, phase: Phase) -> PhaseReview | None:
+        """The phase's review step, or None: it is not reviewed."""
+        reviewer = self.resolve.reviewers.reviewer(phase)
+        if reviewer is None:
+            return None
+        implementer = self.resolve.runtime_name(phase)
+        return PhaseReview(
+            reviewer,
+            self.plan,
+            self.paths,
+            self.settings.max_wait,
+            self.life.budget,
+            self.life.slots,
+            (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
+            rounds=self.settings.review_rounds,
+            implementer=self.resolve.runtimes.get(implementer) if implementer else None,
+            escalate=phase.escalate_model or self.settings.escalate_model,
+        )
 
     def concurrent_files(self, phase: Phase) -> frozenset[str]:
         """Files declared by phases that may run beside this one (on other xdist workers): a

@@ -183,6 +183,7 @@ class Recorder:
             downstream_context=facts.downstream or None,
             tokens=facts.tokens,
             unverified=bool(facts.unverified),
+            review=facts.review,
         )
 
     def _record(

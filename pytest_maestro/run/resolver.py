@@ -1,6 +1,7 @@
 """How each phase of a plan runs, answered without side effects: its runtime, agent, model,
-timeout and markers, the warnings the plan's agents call for, and why a selection cannot run at
-all. Every process of a run asks the same ``Resolver`` and gets the same answers."""
+timeout and markers, its reviewer (``reviewers.py``), the warnings the plan's agents call for, and
+why a selection cannot run at all. Every process of a run asks the same ``Resolver`` and gets
+the same answers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry, generic_agent, normalise
 from ..runtimes.cli import ignored_field_lines
 from ..settings import Settings
+from .reviewers import Reviewers
 
 
 def marker_name(text: str) -> str:
@@ -39,6 +41,7 @@ class Resolver:
         self.root = root
         self.agents = agents
         self.runtimes = runtimes
+        self.reviewers = Reviewers(settings, agents, runtimes, self)
 
     def where(self, phase: Phase) -> str:
         return f"{location(self.plan.path, phase.line)}: phase {phase.id!r}"
@@ -144,6 +147,9 @@ class Resolver:
                     f"{self.where(phase)} has nothing to run: {why}; give it 'run:' commands, "
                     "or an agent whose runtime is an agent CLI"
                 )
+            review = self.reviewers.refusal(phase)
+            if review is not None:
+                return review
             if runtime.autonomy and edits(phase) and not self.settings.autonomous:
                 needs_consent.setdefault(name, runtime)
         if needs_consent:

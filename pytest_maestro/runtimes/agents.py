@@ -5,7 +5,7 @@ beside the plan, in the project root and in pytest's rootdir, the project's ``.c
 the user's ``~/.claude/agents/``, then the built-in definitions shipped in the package (one per
 runtime). The frontmatter is Maestro's and Claude Code's (``name``, ``description``, ``tools``,
 ``model``, ``temperature``, ``max_turns``, ``timeout_mins``; unknown fields are kept) plus this
-project's (``runtime``, ``command``, ``prompt_via``, ``env``).
+project's (``runtime``, ``command``, ``prompt_via``, ``env``, ``review``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import yaml
 from .. import numbers
 from ..plan.errors import PlanError, quoted
 from ..plan.front_matter import FrontMatterError, load_yaml, split_front_matter
+from ..plan.model import REVIEW_MODES
 from ..plan.source import read_bounded
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
@@ -47,6 +48,7 @@ class Agent:
     prompt_via: str | None = None  # stdin | file, for the command runtime
     env: tuple[tuple[str, str], ...] = ()  # added to the agent CLI's environment
     instructions: str = ""  # the role: the file's body
+    review: str | None = None  # how its phases are reviewed (REVIEW_MODES); None: not said
     path: Path | None = None  # None: made up for a name found nowhere
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -128,9 +130,12 @@ def load_agent(path: Path) -> Agent:
     if prompt_via is not None and prompt_via not in PROMPT_VIA:
         raise reader.error(f"prompt_via must be one of {', '.join(PROMPT_VIA)}, got {prompt_via!r}")
     model = reader.text("model")
+    review = reader.text("review")
+    if review is not None and review not in REVIEW_MODES:
+        raise reader.error(f"review must be one of {', '.join(REVIEW_MODES)}, got {review!r}")
     known = {
         "name", "description", "runtime", "model", "timeout_mins", "tools", "temperature",
-        "max_turns", "command", "prompt_via", "env",
+        "max_turns", "command", "prompt_via", "env", "review",
     }  # fmt: skip
     return Agent(
         name=name,
@@ -145,6 +150,7 @@ def load_agent(path: Path) -> Agent:
         prompt_via=prompt_via,
         env=reader.env(),
         instructions=instructions.strip(),
+        review=review,
         path=path,
         extra={k: v for k, v in meta.items() if k not in known},
     )

@@ -32,10 +32,19 @@ class AgentRequest:
     budget_usd: float | None = None  # dollars this attempt may still spend
     # Shows what the agent is doing (its latest tool call) on the phase's progress line.
     activity: Callable[[Activity], None] | None = None
+    # A reviewer's call: the runtime's read-only mode (``read_only`` says which), whatever
+    # ``autonomous`` says. Only a runtime that has one is handed such a request.
+    read_only: bool = False
+    role: str = ""  # who calls beside the phase's own agent ("review"): its files apart
+    # The CLI session to go on with (a fix round after a review): given only to a runtime whose
+    # ``resumes`` says it can.
+    resume: str | None = None
 
     def attempt_file(self, suffix: str) -> Path:
-        """A file of this attempt beside the phase's log: its prompt, the CLI's reply."""
-        return self.log.with_name(f"{self.log.stem}.attempt-{self.attempt}{suffix}")
+        """A file of this attempt beside the phase's log: its prompt, the CLI's reply (a
+        reviewer's with its role in the name, so that the implementer's stay)."""
+        role = f".{self.role}" if self.role else ""
+        return self.log.with_name(f"{self.log.stem}.attempt-{self.attempt}{role}{suffix}")
 
 
 @dataclass(frozen=True)

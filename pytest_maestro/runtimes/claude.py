@@ -22,6 +22,10 @@ from .replies import count, dollars, last_json_object, stderr_reason
 # tool's backoff. A user's own setting wins.
 MAX_RETRIES = "2"
 ROOT_REFUSAL = "cannot be used with root/sudo privileges"
+# What a reviewer is offered, each allowed unasked: the model has no tool that writes. Not
+# ``--permission-mode plan``: headless, plan mode can end a turn only through ExitPlanMode,
+# which needs an approver that a pipe does not have (docs/agent-clis.md).
+READ_TOOLS = ("Read", "Grep", "Glob")
 
 
 class ClaudeRuntime(CliRuntime):
@@ -29,15 +33,14 @@ class ClaudeRuntime(CliRuntime):
     executable = "claude"
     autonomy = "--permission-mode bypassPermissions: edits files and runs commands without asking"
     agent_fields = frozenset({"tools"})
+    read_only = "--permission-mode dontAsk offering only Read, Grep and Glob"
+    resumes = True  # --resume SESSION_ID
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
-        if request.model:
-            args += ["--model", request.model]
-        if request.agent and request.agent.max_turns:
-            args += ["--max-turns", str(request.agent.max_turns)]
-        if request.budget_usd is not None:
-            args += ["--max-budget-usd", f"{request.budget_usd:.4f}"]
+        if request.read_only:
+            return [*args, *_model_args(request), *_read_only_args(request)]
+        args += _model_args(request)
         if request.agent and request.agent.tools:  # what it may use; asking is the mode's
             args += ["--tools", ",".join(request.agent.tools)]
         # Stated either way: a user's settings may default to a mode that asks, which in a pipe
@@ -69,6 +72,25 @@ class ClaudeRuntime(CliRuntime):
             error = f"permission denied: {denied} (the agent went on without them)"
         tokens = _tokens(data)
         return Reply(text, error, tokens, str(data.get("session_id") or "") or None)
+
+
+def _model_args(request: AgentRequest) -> list[str]:
+    """The session it goes on with, the model, the turns and the dollars the call may take."""
+    args = ["--resume", request.resume] if request.resume else []
+    args += ["--model", request.model] if request.model else []
+    if request.agent and request.agent.max_turns:
+        args += ["--max-turns", str(request.agent.max_turns)]
+    if request.budget_usd is not None:
+        args += ["--max-budget-usd", f"{request.budget_usd:.4f}"]
+    return args
+
+
+def _read_only_args(request: AgentRequest) -> list[str]:
+    """Only tools that read, each allowed unasked (``dontAsk`` denies every other): those of
+    the agent's ``tools`` that read, else all three."""
+    named = request.agent.tools if request.agent else ()
+    tools = ",".join([tool for tool in named if tool in READ_TOOLS] or READ_TOOLS)
+    return ["--tools", tools, "--allowedTools", tools, "--permission-mode", "dontAsk"]
 
 
 def _root_refusal(line: str) -> str:

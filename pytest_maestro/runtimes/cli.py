@@ -62,6 +62,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600}
 _RETRYING = re.compile(r"\bretrying\b", re.IGNORECASE)
 
 
+# A reply that says nothing of its status: a failure for an implementer, while a reviewer, who
+# answers in its own shape, has still answered.
+NO_STATUS_LINE = "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
+
 AGENT_FIELDS = ("tools", "temperature")  # what an agent may set that some CLIs have no option for
 
 
@@ -111,6 +115,10 @@ class CliRuntime:
     name = ""
     executable = ""
     autonomy = ""  # what --maestro-autonomous adds, in words and flags
+    # Its read-only mode, in words and flags, which a reviewer's call (``request.read_only``)
+    # runs in; empty: it has none, and no reviewer runs on it.
+    read_only = ""
+    resumes = False  # it can go on with a session of its own (``request.resume``)
     # A CLI that reports tokens and no cost: its cost is estimated from a price table
     # (prices.py), under this provider's prices (None: the provider a ``provider/model`` names).
     priced = False
@@ -279,9 +287,8 @@ def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -
         )
     handoff = parse_handoff(reply.text)
     if handoff.status is None:
-        message = "the reply has no status line (COMPLETED:, FAILED:, BLOCKED:)"
         return AgentResult(
-            Status.FAILED, message, procs, reply.text, reply.tokens, reply.session_id,
+            Status.FAILED, NO_STATUS_LINE, procs, reply.text, reply.tokens, reply.session_id,
             handoff_missing=not handoff.present,
         )  # fmt: skip
     return AgentResult(

@@ -36,6 +36,8 @@ class CodexRuntime(CliRuntime):
     executable = "codex"
     autonomy = "--sandbox workspace-write: edits files and runs commands in the project, unasked"
     priced, price_provider = True, "openai"
+    read_only = "--sandbox read-only"
+    resumes = True  # exec [OPTIONS] resume SESSION_ID -: the options apply to the resumed session
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         # The project root need not be a git repository (a scratch directory): this tool keeps
@@ -43,8 +45,9 @@ class CodexRuntime(CliRuntime):
         args = ["exec", "--json", "--skip-git-repo-check", "--cd", str(request.root)]
         if request.model:
             args += ["--model", request.model]
-        sandbox = "workspace-write" if request.autonomous else "read-only"
-        return [*args, "--sandbox", sandbox, "-"]
+        sandbox = "workspace-write" if request.autonomous and not request.read_only else "read-only"
+        resume = ["resume", request.resume] if request.resume else []
+        return [*args, "--sandbox", sandbox, *resume, "-"]
 
     def activity_reader(self, request: AgentRequest) -> Reader:
         return CodexReader(request.root)

@@ -165,6 +165,7 @@ class OpenCodeRuntime(CommandRuntime):
     # A provider without prices in opencode reports a cost of 0: estimated from the phase's
     # ``provider/model``.
     priced = True
+    read_only = "permission edit and bash 'deny'"
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.
@@ -209,7 +210,7 @@ class OpenCodeRuntime(CommandRuntime):
         return Reply("\n".join(texts), failure, tokens if events else None, session)
 
     def environment(self, request: AgentRequest) -> dict[str, str]:
-        rule = "allow" if request.autonomous else "deny"
+        rule = "allow" if request.autonomous and not request.read_only else "deny"
         permission = f'{{"edit": "{rule}", "bash": "{rule}"}}'
         return {**super().environment(request), "OPENCODE_PERMISSION": permission}
 

@@ -45,12 +45,18 @@ class GeminiRuntime(CliRuntime):
     autonomy = "--approval-mode yolo: edits files and runs commands without asking"
     priced, price_provider = True, "google"
     own_retries = "general.maxAttempts in its settings.json"
+    # Not ``plan``: headless, plan mode leaves itself once its plan is made, and goes on to
+    # implement it (docs/agent-clis.md); ``default`` denies every tool that asks.
+    read_only = "--approval-mode default"
+    resumes = True  # --resume SESSION_ID
 
     def arguments(self, request: AgentRequest, prompt_file: Path) -> list[str]:
         args = ["--output-format", "stream-json"]
+        if request.resume:
+            args += ["--resume", request.resume]
         if request.model:
             args += ["--model", request.model]
-        mode = "yolo" if request.autonomous else "default"
+        mode = "yolo" if request.autonomous and not request.read_only else "default"
         return [*args, "--approval-mode", mode]
 
     def activity_reader(self, request: AgentRequest) -> Reader:

@@ -33,6 +33,7 @@ class PhaseChange:
     downstream_context: Mapping[str, Any] | None = None  # replaces the phase's
     tokens: Tokens | None = None  # added to the phase's, the agent's and the session's
     unverified: bool = False  # completed on the agent's word: no acceptance command checked it
+    review: Mapping[str, Any] | None = None  # its last attempt's review (``Review.to_dict``)
 
 
 def journal_facts(
@@ -74,4 +75,6 @@ def journal_facts(
         facts["tokens"] = change.tokens.to_dict()
     if change.unverified:
         facts["unverified"] = True
+    if change.review is not None:
+        facts["review"] = dict(change.review)
     return facts

@@ -236,6 +236,7 @@ _NEW_RUN: dict[str, Any] = {
     "files_modified": (),
     "files_deleted": (),
     "unverified": False,
+    "review": None,
 }
 
 
@@ -262,6 +263,8 @@ def _apply_record(doc: SessionDoc, old: PhaseState, entry: Mapping[str, Any]) ->
         changes["attempts"] = facts.count("attempts")
     if "unverified" in facts.raw:
         changes["unverified"] = facts.raw["unverified"] is True
+    if "review" in facts.raw:
+        changes["review"] = dict(facts.mapping("review")) or None
     for key in ("files_created", "files_modified", "files_deleted"):
         if key in facts.raw:
             known = changes.get(key, getattr(old, key))

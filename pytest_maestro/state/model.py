@@ -173,6 +173,9 @@ class PhaseState:
     definition: str | None = None
     tokens: Tokens = Tokens()
     unverified: bool = False  # completed on the agent's word: no acceptance command checked it
+    # Its last attempt's review, as ``Review.to_dict`` wrote it: a reviewed phase keeps its
+    # verdict, so a resumed run neither reviews it again nor forgets it was reviewed.
+    review: Mapping[str, Any] | None = None
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "") -> PhaseState:
@@ -213,6 +216,7 @@ class PhaseState:
             definition=f.text("definition"),
             tokens=Tokens.from_mapping(f.mapping("tokens"), f"phase {pid!r} tokens"),
             unverified=f.raw.get("unverified") is True,
+            review=dict(f.mapping("review")) or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,6 +241,7 @@ class PhaseState:
             "definition": self.definition,
             "tokens": self.tokens.to_dict(),
             **({"unverified": True} if self.unverified else {}),
+            **({"review": dict(self.review)} if self.review else {}),
         }
 
 

@@ -17,8 +17,11 @@ from .paths import SessionPaths
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
 _NOT_DEFINITION = frozenset(
-    {"name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd", "done"}
-)
+    {
+        "name", "line", "estimate", "timeout", "max_retries", "parallel", "tags", "budget_usd",
+        "done", "review", "escalate_model",
+    }
+)  # fmt: skip
 INTERRUPTED = "the run that started this phase ended before it finished"
 CHANGED = "the phase's definition, or one of its dependencies', changed"
 

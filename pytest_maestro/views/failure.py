@@ -83,6 +83,9 @@ def _attempt_lines(attempt: Attempt) -> list[str]:
         lines.append(f"    $ {failure.command}")
         lines.append(f"    {exit_text}")
         lines += _tail(failure.tail)
+    if attempt.review is not None and not attempt.review.passed:  # every finding, and verdict
+        head, *rest = attempt.review.lines()
+        lines += [f"{label}{head}", *rest]
     lines += [f"{label}{problem}" for problem in attempt.file_problems]
     return lines
 

@@ -34,6 +34,7 @@ TABLE_HEAD = (
     "tokens",
     "cost",
     "unverified",
+    "review",
     "note",
 )
 
@@ -59,7 +60,38 @@ def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: in
     rows = table(run.rows)
     if room:
         rows = _fit(rows, room - len(head.encode()) - 1)
-    return head + "\n".join(rows) + "\n"
+    text = head + "\n".join(rows) + "\n"
+    reviews = review_section(run.rows)
+    if reviews and (not room or len(text.encode()) + len(reviews.encode()) < room):
+        text += "\n" + reviews
+    return text
+
+
+def review_section(rows: tuple[PhaseRow, ...]) -> str:
+    """Each reviewed phase's review: what it came to, each criterion's verdict, each finding,
+    each fix round before it."""
+    lines: list[str] = []
+    for row in rows:
+        review = row.review
+        if review is None:
+            continue
+        lines += [f"### {row.id}: {review.outcome}", "", f"{review.reviewer}, {review.mode}", ""]
+        if review.failure is not None:
+            lines += [f"- failed: {_cell(review.failure)}"]
+        for criterion in review.verdict.criteria if review.verdict else ():
+            said = "met" if criterion.met else "**not met**"
+            evidence = f" (`{_cell(criterion.evidence)}`)" if criterion.evidence else ""
+            lines.append(f"- {said}: {_cell(criterion.criterion)}{evidence}")
+        for finding in review.verdict.findings if review.verdict else ():
+            where = f"`{_cell(finding.where)}`: " if finding.where else ""
+            lines.append(f"- {finding.severity}: {where}{_cell(finding.issue)}")
+        for done in review.rounds:  # what each fix round came to, and cost with its review
+            spent = f"{done.tokens.input}/{done.tokens.output} tokens, {cost_text(done.tokens)}"
+            lines.append(
+                f"- fix round {done.number} ({_cell(done.how)}): {_cell(done.outcome)}; {spent}"
+            )
+        lines.append("")
+    return "\n".join(["## Reviews", "", *lines]) if lines else ""
 
 
 def _diagram(lines: list[str], what: str, limit: int) -> list[str]:
@@ -215,6 +247,7 @@ def cells_of(row: PhaseRow) -> tuple[str, ...]:
         tokens,
         cost_text(row.tokens),
         "yes" if row.unverified else "",
+        row.review.outcome if row.review is not None else "",
         row.note,
     )
 

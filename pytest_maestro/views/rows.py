@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from ..review.verdict import Review
 from ..state.model import PhaseState, SessionDoc, Status, Tokens
 from ..texts import last_line
 
@@ -34,6 +35,12 @@ class PhaseRow:
     note: str  # why a phase failed, or was skipped: one line
     blocked_by: tuple[str, ...]
     this_run: bool  # started by the run that wrote the session last
+    review: Review | None = None  # its last attempt's review
+
+    @property
+    def reviewed(self) -> bool:
+        """Completed with a review that passed: every prose criterion judged met."""
+        return self.status == "completed" and self.review is not None and self.review.passed
 
     @property
     def executed(self) -> bool:
@@ -183,6 +190,7 @@ def _row(
         note=_note(state),
         blocked_by=state.blocked_by,
         this_run=this_run,
+        review=Review.from_mapping(state.review) if state.review else None,
     )
 
 

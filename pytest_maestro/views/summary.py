@@ -60,6 +60,8 @@ def phase_dict(row: PhaseRow) -> dict[str, Any]:
         "duration_seconds": None if row.duration is None else round(row.duration, 3),
         **usage(row.tokens),
         "unverified": row.unverified,
+        "reviewed": row.reviewed,
+        "review": row.review.to_dict() if row.review is not None else None,
         "error": row.note or None,
     }
 

@@ -49,7 +49,8 @@ marker already names. These are edits like FAKE:EDIT's: done only with the CLI's
 written byte for byte, and listed in the Task Report (Files Created/Modified/Deleted).
 
 When FAKE_AGENT_STATE names a directory, every call appends one JSON line to calls.jsonl in it:
-cli, argv, cwd, prompt_length, phase_id (env MAESTRO_PHASE_ID), attempt and pid.
+cli, argv, cwd, prompt_length, phase_id (env MAESTRO_PHASE_ID), attempt, pid and review (whether
+it was a reviewer's call: _fake_reviewer.py says what a fake answers to a review prompt).
 """
 
 from __future__ import annotations
@@ -273,6 +274,7 @@ class Call:
         self.prompt = prompt
         self.root = root
         self.markers = Markers.parse(prompt)
+        self.review = prompt.startswith("Review of phase")  # pytest-maestro's reviewer prompt
         global PACE
         PACE = self.markers.pace
         self.attempt = attempt_of(prompt)
@@ -294,6 +296,7 @@ class Call:
             "phase_id": os.environ.get("MAESTRO_PHASE_ID"),
             "attempt": self.attempt,
             "pid": os.getpid(),
+            "review": self.review,
         }
         with (self.state / "calls.jsonl").open("a", encoding="utf-8") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -339,8 +342,14 @@ class Call:
     def answer(self, *, can_edit: bool | Callable[[str], bool]) -> Reply:
         """Decide the reply, writing the edits `can_edit` allows (a flag, or a test of the path).
 
-        May sleep first, or never return (HANG).
+        May sleep first, or never return (HANG). A reviewer's prompt gets a reviewer's answer
+        (_fake_reviewer.py), none of the implementer's markers it quotes acted on.
         """
+        if self.review:
+            import _fake_reviewer as reviewer  # here: only a reviewer's call needs it
+
+            text = reviewer.review(self.prompt, self.root, self.attempt)
+            return Reply("answer", text, None, tokens=self.markers.tokens)
         m = self.markers
         for command in _SHELL.findall(self.prompt):
             import subprocess  # here: most calls run no command, and the fakes start fast

@@ -259,7 +259,7 @@ def test_unknown_agent_is_a_collection_error(pytester: pytest.Pytester, workers:
     result.stdout.fnmatch_lines(
         [
             "*plan.yaml:*: phase 'a' names unknown agent 'codr'; did you mean 'coder'? "
-            "available: claude, coder, codex, copilot, gemini, opencode, shell"
+            "available: claude, coder, codex, copilot, gemini, opencode, reviewer, shell"
         ]
     )
     assert "Traceback" not in result.stdout.str()

@@ -460,6 +460,7 @@ def test_schema_is_valid_and_covers_the_documented_fields() -> None:
         "id", "name", "agent", "model", "runtime", "blocked_by", "files", "reads", "run",
         "acceptance", "description", "prompt", "parallel", "timeout", "max_retries", "estimate",
         "tags", "assumptions", "fallback", "rollback_triggers", "constraints", "budget_usd",
+        "review", "escalate_model",
     }  # fmt: skip
     shipped = REPO / "pytest_maestro" / "plan" / "native.schema.json"
     assert json.loads(shipped.read_text()) == schema

@@ -38,6 +38,7 @@ def test_an_agent_file_without_frontmatter_is_all_instructions(tmp_path: Path) -
         ("name: a\nenv: [A]", ": agent 'a': env must be a mapping of names to values, got ['A']"),
         ("name: a\ncommand: run it", ": agent 'a': command must be a list of arguments, got"),
         ("name: a\nprompt_via: pipe", ": agent 'a': prompt_via must be one of stdin, file"),
+        ("name: a\nreview: strict", ": agent 'a': review must be one of none, spec, spec+quality"),
     ],
 )
 def test_a_bad_agent_file_is_one_line_at_its_line(tmp_path: Path, front: str, message: str) -> None:

@@ -41,6 +41,7 @@ def run(
     timeout: float = 30,
     agent: Agent | None = None,
     model: str | None = None,
+    read_only: bool = False,
 ) -> AgentResult:
     log = root / ".maestro" / "logs" / "p.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -55,6 +56,8 @@ def run(
         agent=agent,
         model=model,
         autonomous=autonomous,
+        read_only=read_only,
+        role="review" if read_only else "",
     )
     return RUNTIMES[name].run(request)
 
@@ -103,6 +106,39 @@ def test_edits_need_consent(name: str, tmp_path: Path, state: Path) -> None:
     assert allowed.status == "completed"
     assert (tmp_path / "out.txt").read_text() == "hello\n"
     assert RUNTIMES[name].autonomy  # the consent message can say what it allows
+
+
+# A reviewer's read-only mode: whatever --maestro-autonomous says, no tool that writes is let run.
+READ_ONLY = {
+    "claude": ["--tools", "Read", "--allowedTools", "Read", "--permission-mode", "dontAsk"],
+    "codex": ["--sandbox", "read-only"],
+    "gemini": ["--approval-mode", "default"],
+    "opencode": [],  # its permission rules, in the environment
+}
+
+
+@pytest.mark.parametrize("name", sorted(READ_ONLY))
+def test_a_reviewer_s_call_is_read_only_whatever_consent_says(
+    name: str, tmp_path: Path, state: Path
+) -> None:
+    prompt = "Review of phase p (P): spec\nFAKE:TOKENS in=10 out=2\n## Criteria to judge\n1. x\n"
+    agent = Agent("reviewer", tools=("Read", "Write"))
+    result = run(name, tmp_path, prompt, autonomous=True, agent=agent, read_only=True)
+    assert '"verdict": "met"' in result.text, result.message
+    argv = [str(arg) for arg in calls(state)[0]["argv"]]  # type: ignore[union-attr]
+    flags = READ_ONLY[name]
+    assert any(argv[i : i + len(flags)] == flags for i in range(len(argv))), argv
+    assert RUNTIMES[name].read_only  # a reviewer may run on it
+    # Its files beside the log carry its role: the implementer's prompt and reply stay.
+    logs = tmp_path / ".maestro" / "logs"
+    assert (logs / "p.attempt-1.review.prompt.md").read_text() == prompt
+    assert not (logs / "p.attempt-1.prompt.md").exists()
+
+
+def test_runtimes_without_a_read_only_mode_say_so() -> None:
+    assert sorted(n for n, r in RUNTIMES.items() if getattr(r, "read_only", "")) == sorted(
+        READ_ONLY
+    )
 
 
 # An agent's ``tools:`` as each CLI that takes one gets it: the only tools the model is offered

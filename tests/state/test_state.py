@@ -365,6 +365,7 @@ SAID: dict[str, Any] = {
     "downstream_context": {"key_interfaces_introduced": ["A()"], "warnings": ["slow"]},
     "tokens": Tokens(input=10, output=2, cached=1, cost=0.5, unpriced=("m",)),
     "unverified": True,
+    "review": {"mode": "spec", "reviewer": "reviewer (claude)", "passed": True, "criteria": []},
 }
 
 

@@ -136,7 +136,7 @@ def test_report_has_a_flowchart_a_gantt_chart_and_the_table() -> None:
     assert sorted(tasks) == ["a", "b", "c", "d", "e"]  # g ran in an earlier run, f never
     assert tasks["c"].groups()[3:] == ("2026-03-01 12:00:02.000", "2026-03-01 12:00:07.000")
     assert (tasks["e"][2], tasks["a"][2]) == ("crit", "done")
-    row = "| e | failed | 3 | 1.00s | - | gw1 | 100/20 | $0.2500 |  | attempt 3: check failed"
+    row = "| e | failed | 3 | 1.00s | - | gw1 | 100/20 | $0.2500 |  |  | attempt 3: check failed"
     assert row in text
     assert "| g | completed earlier | 1 | - |" in text
 

@@ -146,6 +146,8 @@ def _phase(raw: dict[str, Any], line: int | None) -> Phase:
         fallback=raw.get("fallback"),
         rollback_triggers=tuple(raw.get("rollback_triggers", ())),
         constraints=tuple(raw.get("constraints", ())),
+        review=raw.get("review"),
+        escalate_model=raw.get("escalate_model"),
     )
 
 

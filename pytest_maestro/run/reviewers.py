@@ -1,0 +1,118 @@
+"""Who reviews which phase, and how, answered without side effects: the review mode a phase
+gets, the reviewer agent, its runtime, model and timeout, and why a phase's review cannot run.
+
+A phase's ``review:`` beats its agent's, which beats ``--maestro-review``; the last applies
+only to phases an agent CLI runs (a shell phase's verdict is its own commands'). The reviewer is
+``--maestro-reviewer``'s agent, else the built-in ``reviewer``; it runs on its own ``runtime:``,
+else on the phase's, and on its own ``model:``, else, on the phase's runtime, on the phase's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ..phase.review import Reviewer
+from ..plan import Phase
+from ..runtimes import Runtime
+from ..runtimes.agents import Agent, AgentRegistry
+from ..settings import Settings
+
+DEFAULT_REVIEWER = "reviewer"  # runtimes/builtin_agents/reviewer.md
+
+
+class Resolves(Protocol):
+    """What the reviewers ask of the ``Resolver`` about the phase under review."""
+
+    def where(self, phase: Phase) -> str: ...
+
+    def defined_agent(self, phase: Phase) -> Agent | None: ...
+
+    def runtime_name(self, phase: Phase) -> str | None: ...
+
+    def model(self, phase: Phase) -> str | None: ...
+
+    def timeout(self, phase: Phase) -> float: ...
+
+
+class Reviewers:
+    def __init__(
+        self,
+        settings: Settings,
+        agents: AgentRegistry,
+        runtimes: Mapping[str, Runtime],
+        resolve: Resolves,
+    ) -> None:
+        self.settings = settings
+        self.agents = agents
+        self.runtimes = runtimes
+        self.resolve = resolve
+        self.name = settings.reviewer or DEFAULT_REVIEWER
+
+    def mode(self, phase: Phase) -> str:
+        """``none``, ``spec`` or ``spec+quality``."""
+        if phase.review:
+            return phase.review
+        agent = self.resolve.defined_agent(phase)
+        if agent is not None and agent.review:
+            return agent.review
+        runs_on = self.resolve.runtime_name(phase)
+        return "none" if runs_on in (None, "shell") else self.settings.review
+
+    def runtime_name(self, phase: Phase) -> str | None:
+        """The reviewer's runtime: its own, else the phase's agent CLI's (None: neither)."""
+        agent = self.agents.get(self.name)
+        if agent is not None and agent.runtime:
+            return agent.runtime
+        name = self.resolve.runtime_name(phase)
+        return None if name == "shell" else name
+
+    def reviewer(self, phase: Phase) -> Reviewer | None:
+        """Who reviews the phase, or None: it is not reviewed. ``refusal`` said no to any that
+        cannot be reviewed before the run started."""
+        mode = self.mode(phase)
+        agent = self.agents.get(self.name)
+        name = self.runtime_name(phase)
+        if mode == "none" or agent is None or name is None or name not in self.runtimes:
+            return None
+        same = name == self.resolve.runtime_name(phase)
+        model = agent.model or (self.resolve.model(phase) if same else None)
+        if agent.timeout_mins is not None:
+            timeout = agent.timeout_mins * 60
+        else:
+            timeout = phase.timeout if phase.timeout is not None else self.resolve.timeout(phase)
+        return Reviewer(mode, agent, self.runtimes[name], model, timeout)
+
+    def refusal(self, phase: Phase) -> str | None:
+        """Why the phase's review cannot run, in one line; None when it can (or none is due)."""
+        mode = self.mode(phase)
+        if mode == "none":
+            return None
+        where = f"{self.resolve.where(phase)} is reviewed ({mode})"
+        agent = self.agents.get(self.name)
+        if agent is None:
+            return (
+                f"{where}, but --maestro-reviewer names unknown agent {self.name!r}; "
+                f"available: {', '.join(self.agents.names())}"
+            )
+        name = self.runtime_name(phase)
+        if name is None:
+            return (
+                f"{where}, but its reviewer {agent.name!r} names no runtime and the phase runs "
+                "on shell: give the reviewer agent a runtime: (one with a read-only mode)"
+            )
+        runtime = self.runtimes.get(name)
+        if runtime is None:
+            return (
+                f"{where}, but its reviewer {agent.name!r} needs runtime {name!r}, which no "
+                f"installed plugin provides; available: {', '.join(sorted(self.runtimes))}"
+            )
+        if not getattr(runtime, "read_only", ""):
+            return (
+                f"{where}, but its reviewer {agent.name!r} would run on {name!r}, which has no "
+                f"read-only mode; a reviewer runs on {', '.join(self.read_only_runtimes())}"
+            )
+        return None
+
+    def read_only_runtimes(self) -> list[str]:
+        return sorted(n for n, r in self.runtimes.items() if getattr(r, "read_only", ""))
