@@ -297,3 +297,29 @@ def test_a_plan_reached_through_a_link_in_another_folder_has_one_root_and_one_se
     assert not (pytester.path / ".maestro").exists()
     # the plan by its real path: the same session, its phase already completed
     assert_phases(pytester.runpytest("--maestro", str(plan)), earlier=1)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_an_error_in_a_phases_teardown_keeps_its_completed_work(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """A plugin's teardown hook that raises after a phase completed is pytest's error to report:
+    the phase's paid work stays completed in the session (no internal error, no traceback), and
+    what it blocks runs, as pytest runs the next test after another's teardown error."""
+    write_plan(pytester, [ran("a"), ran("b", blocked_by=["a"])])
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(trylast=True)  # after pytest's own teardown
+        def pytest_runtest_teardown(item, nextitem):
+            if item.name == "a":
+                raise RuntimeError("the teardown hook broke")
+        """
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", *workers)
+    result.assert_outcomes(passed=2, errors=1)
+    assert "INTERNALERROR" not in result.stdout.str()
+    doc = read_session(_session(pytester.path))
+    assert [doc.phases[p].status for p in "ab"] == [Status.COMPLETED, Status.COMPLETED]
+    assert [_runs(pytester.path, p) for p in "ab"] == [1, 1]
