@@ -42,6 +42,8 @@ class DependencyScheduling:
         self.last_start = 0.0
         self.crashed: set[str] = set()  # phases whose worker died, until the crash is judged
         self.again: list[str] = []  # crashed phases to run again, before anything else starts
+        self.phase_at: dict[int, str] = {}  # index in the collection -> phase id
+        self.ended: set[str] = set()  # finished at their report, their protocol's end to come
 
     # -- the xdist Scheduling protocol ------------------------------------------------------
 
@@ -70,6 +72,7 @@ class DependencyScheduling:
             self.collection = list(collection)
             self.node_ids = {nodeid: n for n, nodeid in enumerate(collection)}
             nodes = [NodeId.parse(nodeid) for nodeid in collection]
+            self.phase_at = {n: node.name for n, node in enumerate(nodes) if node}
             self.sync_index, self.sync = next(
                 ((n, node) for n, node in enumerate(nodes) if node and node.name == SYNC_NAME),
                 (-1, None),
@@ -89,11 +92,28 @@ class DependencyScheduling:
             return
         if item_index == self.sync_index:
             return
+        if self.phase_at.get(int(item_index)) in self.ended:  # finished at its report
+            self.ended.discard(self.phase_at[int(item_index)])
+            return
         phase_id = self.running[node]
         self.running[node] = None
         if phase_id is not None:
             self._finish(phase_id)
         self.schedule()
+
+    def phase_completed(self, phase_id: str) -> None:
+        """A phase's call passed, its end written: what it held back may start now, and its
+        worker is sent its next phase, which it runs once the phase's teardown is done, rather
+        than after the round trip that starts at the protocol's end. (A teardown error does not
+        change a phase's outcome.) Only a completion: a failure waits for that end, so that
+        ``-x``, ``--maxfail`` and the breaker judge it before anything else starts."""
+        node = next((n for n, job in self.running.items() if job == phase_id), None)
+        if node is None:
+            return
+        self.running[node] = None
+        self.ended.add(phase_id)
+        self._finish(phase_id)
+        self.schedule(tearing_down=node)
 
     def mark_test_pending(self, item: str) -> None:
         """Run a phase whose worker crashed again, as a ``pytest_handlecrashitem`` may ask (xdist
@@ -141,12 +161,14 @@ class DependencyScheduling:
         self.crashed.add(crashed)
         return self._nodeid(crashed)
 
-    def schedule(self) -> None:
+    def schedule(self, tearing_down: WorkerController | None = None) -> None:
+        """Starts what may start on idle workers; one still ``tearing_down`` its phase last."""
         if self.collection is None:
             return
         if self.policy is None:
             self.policy = self._start_policy()
         idle = [node for node, phase in self.running.items() if phase is None]
+        idle.sort(key=lambda node: node is tearing_down)
         while idle and self.again and not self._stopping():  # still running for the policy
             self._stagger()
             self._send(idle.pop(0), self.again.pop(0))
@@ -219,6 +241,12 @@ class DependencyScheduling:
         self.last_start = time.monotonic()
 
 
+SCHEDULER_KEY = pytest.StashKey[DependencyScheduling]()
+
+
 def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
     maestro = config.stash.get(ORCHESTRATOR_KEY, None)
-    return DependencyScheduling(config, maestro) if maestro is not None else None
+    if maestro is None:
+        return None
+    scheduler = config.stash[SCHEDULER_KEY] = DependencyScheduling(config, maestro)
+    return scheduler

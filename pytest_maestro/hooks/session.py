@@ -25,6 +25,7 @@ from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
 from .header import header_lines
 from .nodeids import NodeId
 from .report_facts import report_facts
+from .scheduler import SCHEDULER_KEY
 from .skips import report_skip
 
 # The terminal's category for a phase completed before this run.
@@ -130,7 +131,14 @@ class MaestroSession:
         self.nodeids[facts.phase] = report.nodeid
         recorder = self.maestro.life.recorder
         if recorder is not None:
-            recorder.finished(facts)
+            recorder.record_end(facts)
+            scheduler = self.config.stash.get(SCHEDULER_KEY, None)
+            completed = report.when == "call" and facts.status is Status.COMPLETED
+            if scheduler is not None and completed and recorder.unwritable is None:
+                # Written, and visible to what the phase held back; synced just after, while
+                # what starts now gets going: before any reporter sees the report all the same.
+                scheduler.phase_completed(facts.phase)
+            recorder.settle()
             if recorder.unwritable is not None:
                 self._stop(recorder.unwritable)
         if self.run.decides:

@@ -93,7 +93,7 @@ class PhaseRunner:
             # Only a phase that ended is cleared: after an exception the next run finds it
             # interrupted, as it may well be. A failed phase's files are back as they were: its
             # pre-images go. A completed one's stay until the session has it completed
-            # (``Recorder.finished``): a kill before that makes the next run put its files back
+            # (``Recorder.settle``): a kill before that makes the next run put its files back
             # and run it again, never run it again on top of its own work.
             if not outcome.ok:
                 cfg.paths.preimage(phase.id).unlink(missing_ok=True)

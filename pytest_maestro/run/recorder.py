@@ -34,6 +34,7 @@ REFRESH = 1.0
 class Recorder:
     def __init__(self, store: SessionStore, plan: Plan, root: Path, *, fresh: bool = False) -> None:
         self.store = store
+        self._completed: list[str] = []  # ends written, not yet settled: their pre-images stay
         self.plan = plan
         self.root = root
         self.paths = paths = store.paths
@@ -134,8 +135,10 @@ class Recorder:
         change = PhaseChange(agent=agent, worker=worker or None)
         self._record(phase.id, Status.IN_PROGRESS, change, durable=False)
 
-    def finished(self, facts: PhaseFacts) -> None:
-        """Persist what a report says of a phase; a phase completed earlier stays as it was."""
+    def record_end(self, facts: PhaseFacts) -> None:
+        """What a report says of a phase, written and visible to any reader of the session, but
+        not synced until ``settle``, which must follow before the report is shown. A phase
+        completed earlier stays as it was."""
         phase_id, status = facts.phase, facts.status
         current = self.store.last_status(phase_id)
         if status is Status.COMPLETED and current is Status.COMPLETED:
@@ -143,17 +146,29 @@ class Recorder:
         if status is Status.SKIPPED:
             if facts.skip is not None and facts.skip.kind is SkipKind.STOPPED:
                 return  # not run, nor decided: it stays pending for the next run
-            self._record(
-                phase_id, status, PhaseChange(result=facts.skip.text if facts.skip else None)
-            )
+            change = PhaseChange(result=facts.skip.text if facts.skip else None)
+            self._record(phase_id, status, change, durable=False)
             return
         if current is not Status.IN_PROGRESS:  # an error before the phase could start
-            self._record(phase_id, Status.IN_PROGRESS, PhaseChange())
-        self._record(phase_id, status, self._change(facts))
-        if status is Status.COMPLETED and self.unwritable is None:
-            # Its runner left them: until now a kill made the next run put its files back and
-            # run it again. Now the session has it completed, and a kill leaves its work alone.
-            self._preimage(phase_id).unlink(missing_ok=True)
+            self._record(phase_id, Status.IN_PROGRESS, PhaseChange(), durable=False)
+        self._record(phase_id, status, self._change(facts), durable=False)
+        if status is Status.COMPLETED:
+            self._completed.append(phase_id)
+
+    def settle(self) -> None:
+        """The ends ``record_end`` wrote, on disk; then the pre-images of the phases among them
+        that completed go. Their runner left them: until now a kill made the next run put their
+        files back and run them again. Now the session has them completed, and a kill leaves
+        their work alone."""
+        if self.unwritable is None:
+            try:
+                self.store.sync()
+            except SessionUnwritable as exc:
+                self.unwritable = str(exc)
+        completed, self._completed = self._completed, []
+        if self.unwritable is None:
+            for phase_id in completed:
+                self._preimage(phase_id).unlink(missing_ok=True)
 
     def stop(self, reason: str) -> None:
         if self.unwritable is None:

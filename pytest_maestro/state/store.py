@@ -233,6 +233,20 @@ class SessionStore:
         self._earlier.pop(phase_id, None)
         return self._doc.phases[phase_id]
 
+    def sync(self) -> None:
+        """On disk, what records written with ``durable=False`` left to the next sync."""
+        with self._guard:
+            if self._unwritable is not None:
+                raise SessionUnwritable(self._unwritable)
+            try:
+                self._journal.sync()
+            except OSError as exc:
+                self._unwritable = (
+                    f"cannot sync session journal {self.paths.journal} ({exc.strerror}): the "
+                    "session holds what was recorded before"
+                )
+                raise SessionUnwritable(self._unwritable) from None
+
     def interrupt(self, phases: Iterable[Interrupted]) -> tuple[Interrupted, ...]:
         """Reset phases that a killed run's processes say they were running, where the session's
         own record of their start may never have reached the disk; not those the session has

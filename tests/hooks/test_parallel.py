@@ -304,3 +304,45 @@ def test_stagger_spaces_out_phase_starts(pytester: pytest.Pytester) -> None:
     # a loaded machine. Without the stagger the three would start together.
     assert all(b - a >= 0.25 for a, b in itertools.pairwise(starts)), starts
     assert all(s.end >= starts[-1] for s in times.values())
+
+
+# Until both workers collected (and a moment for the controller to hear it), so that b has an
+# idle worker to start on: else it waits, queued, on a's.
+BOTH_COLLECTED = (
+    "for i in $(seq 300); do [ -e collected.gw0 ] && [ -e collected.gw1 ] && break; sleep 0.1; "
+    "done; sleep 0.5"
+)
+
+
+def test_what_a_completed_phase_held_back_starts_before_its_teardown_ends(
+    pytester: pytest.Pytester,
+) -> None:
+    """A phase's outcome is its call's (a teardown error does not change it): once the call's
+    report says it completed, its dependent starts on an idle worker, without waiting for the
+    phase's teardown and the end of its protocol to come back from its worker."""
+    write_plan(
+        pytester,
+        [
+            {"id": "a", "name": "A", "run": [BOTH_COLLECTED]},
+            {"id": "b", "name": "B", "run": ["date +%s.%N > b.start"], "blocked_by": ["a"]},
+        ],
+    )
+    pytester.makeconftest(
+        """
+        import os
+        import time
+        import pytest
+
+        def pytest_collection_finish(session):
+            open("collected." + os.environ.get("PYTEST_XDIST_WORKER", "main"), "w").close()
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_teardown(item, nextitem):
+            if item.name == "a":
+                time.sleep(2)
+                open("a.teardown", "w").write(repr(time.time()))
+        """
+    )
+    pytester.runpytest("--maestro", "plan.yaml", "-n", "2").assert_outcomes(passed=2)
+    started = float((pytester.path / "b.start").read_text())
+    assert started < float((pytester.path / "a.teardown").read_text())
