@@ -68,10 +68,9 @@ class ClaudeRuntime(CliRuntime):
             errors = data.get("errors")  # a cap's reason: its result has no text
             reason = text or ("; ".join(map(str, errors)) if isinstance(errors, list) else "")
             error = f"{data.get('subtype', 'error')}{f' ({status})' if status else ''}: {reason}"
-        elif denied := _denials(data.get("permission_denials")):
-            error = f"permission denied: {denied} (the agent went on without them)"
-        tokens = _tokens(data)
-        return Reply(text, error, tokens, str(data.get("session_id") or "") or None)
+        tokens, session = _tokens(data), str(data.get("session_id") or "") or None
+        denied = _denials(data.get("permission_denials"))
+        return Reply(text, error, tokens, session, denied=denied)
 
 
 def _model_args(request: AgentRequest) -> list[str]:

@@ -106,6 +106,9 @@ class Reply:
     session_id: str | None = None
     blocked: bool = False  # the error needs the user (a setting, a login): trying again won't do
     model: str | None = None  # the model the CLI says it used, when it says
+    # The tool calls the CLI refused, named (claude ``Write hello.txt``, codex the command): an
+    # implementer's work is then missing, while a read-only call's refusals are its mode holding.
+    denied: str = ""
 
 
 class CliRuntime:
@@ -216,7 +219,7 @@ class CliRuntime:
         if self.priced and reply.tokens is not None:
             model = request.model or reply.model
             reply = replace(reply, tokens=estimate(reply.tokens, model, self.price_provider))
-        return judge(reply, process.exit_code, (process,))
+        return judge(reply, process.exit_code, (process,), read_only=request.read_only)
 
     def timed_out(self, timeout: float, stderr: str) -> str:
         """A call that ran into its timeout: and, when its standard error says so, that the CLI
@@ -237,12 +240,17 @@ class CliRuntime:
             return Reply(stdout.strip(), str(error))
 
 
-def judge(reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = ()) -> AgentResult:
+def judge(
+    reply: Reply, exit_code: int, procs: tuple[ProcessResult, ...] = (), *, read_only: bool = False
+) -> AgentResult:
     """The attempt's result from what the CLI said: a limit to wait out, a spent quota, an
-    error (whatever the exit code), or the agent's own status line."""
+    error (whatever the exit code), refused tool calls (but in a ``read_only`` call, whose
+    mode refused them), or the agent's own status line."""
     error = reply.error
     if error is None and exit_code != 0:
         error = f"exited {exit_code}"
+    if error is None and reply.denied and not read_only:
+        error = f"permission denied: {reply.denied} (the agent went on without them)"
     if error is not None:
         text = f"{error} {reply.text}"
         if reply.blocked or _NO_ACCESS.search(error):

@@ -89,9 +89,7 @@ class CodexRuntime(CliRuntime):
             failure = said or f"exited {exit_code}: {stderr_reason(stderr)}".rstrip(": ")
         if failure is None and not events:
             failure = "no JSON events on standard output"
-        if failure is None and denied:
-            failure = f"permission denied: {', '.join(denied)} (the agent went on without them)"
-        return Reply(text, failure, tokens if events else None, session)
+        return Reply(text, failure, tokens if events else None, session, denied=", ".join(denied))
 
 
 def _refused(item: dict[str, object]) -> bool:

@@ -4,7 +4,8 @@ One server on 127.0.0.1 answers Anthropic Messages (``/v1/messages``, streamed a
 OpenAI Responses (``/v1/responses``, streamed) and Gemini (``…:generateContent``,
 ``…:streamGenerateContent``). What it answers is a ``Script``: the first request of a turn that
 offers tools gets one call of the CLI's file-writing tool, the request that carries its result
-gets the final text. Requests without tools (titles, checks the CLIs make aside) get a short text.
+gets the final text; a reviewer's request gets a verdict (``wire.verdict``). Requests without
+tools (titles, checks the CLIs make aside) get a short text.
 Every request is kept, so a test can say what the CLI sent.
 """
 
@@ -30,7 +31,15 @@ class Script:
     # Written instead of ``content`` until a request carries the previous attempt's failure (the
     # prompt of a retry): a first attempt whose check fails.
     first_content: str | None = None
+    # Written instead of ``content`` in a fix round (a request that carries its prompt).
+    fixed_content: str | None = None
     final: str = "Wrote hello.txt.\n\nCOMPLETED: wrote hello.txt"
+    # As a reviewer (a request whose conversation holds a review's prompt), its verdict:
+    # "met" (every criterion), "unmet" (the first not, with a blocking finding), "unmet-first"
+    # (so until a re-review, after a fix round); first it tries to overwrite ``review_writes``
+    # (a file under ``root``) with its CLI's write tool, offered or not, when that is given.
+    review: str = "met"
+    review_writes: str = ""
     limited: int = 0  # answer the first this many model requests with 429
     unauthorized: bool = False  # answer every request with 401
     tokens: tuple[int, int, int] = (1000, 50, 200)  # input, output, cached: per model request

@@ -137,10 +137,12 @@ def test_every_flag_a_runtime_passes_is_in_the_clis_help(cli: str, tmp_path: Pat
     assert isinstance(runtime, CliRuntime)
     text = help_text(cli)
     agent = Agent("a", "", max_turns=3)
-    for autonomous in (True, False):
+    # Each kind of call: with and without consent, a reviewer's (read-only), a fix round's.
+    for autonomous, read_only, resume in ((True, False, None), (False, False, None),
+                                          (True, True, None), (True, False, "s-1")):  # fmt: skip
         request = AgentRequest(
             Phase("p", "P"), "x", 1, tmp_path, {}, 60, tmp_path / "p.log", agent, "m",
-            autonomous, budget_usd=1.0,
+            autonomous, budget_usd=1.0, read_only=read_only, resume=resume,
         )  # fmt: skip
         argv = runtime.argv(request, tmp_path / "p.md")
         flags = [a.split("=")[0] for a in argv[1:] if a.startswith("-") and a != "-"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import uuid
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 
@@ -11,9 +14,12 @@ class _Script(Protocol):
     path: str
     content: str
     first_content: str | None
+    fixed_content: str | None
     final: str
     root: str
     tokens: tuple[int, int, int]
+    review: str
+    review_writes: str
 
 
 def kind(path: str) -> str | None:
@@ -47,6 +53,11 @@ def reply(api: str, path: str, body: dict[str, Any], script: _Script) -> tuple[i
     return _gemini(path, body, script)
 
 
+def _unique(prefix: str) -> str:
+    """An id no other reply has: a resumed session holds the earlier ones."""
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
 def _sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
     out = []
     for name, data in events:
@@ -61,13 +72,76 @@ def _abs(script: _Script) -> str:
 
 # What a retry's prompt says before the previous attempt's failure (prompt.py).
 RETRY = "## The previous attempt failed"
+# What a fix round's prompt starts with (phase/rounds.py): a resumed session's new turn.
+FIX_ROUND = "Fix round: "
+# A reviewer's prompt starts so (review/prompt.py); a re-review's, after a fix round, carries the
+# last review's findings.
+REVIEW = "Review of phase "
+REREVIEW = "## What the last review found"
+_CRITERIA = re.compile(r"^## Criteria to judge\n((?:\d+\. .*\n?)*)", re.MULTILINE)
+# The fake reviewer's blocking finding on an unmet criterion, and what it writes, when told to,
+# over a file of the user's.
+UNMET = "the greeting is not friendly: it says only hello"
+REVIEWER_WROTE = "overwritten by the reviewer\n"
+
+
+def _said(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False)
 
 
 def _content(body: dict[str, Any], script: _Script) -> str:
-    """What the file-writing call writes: ``first_content`` until the request is a retry's."""
-    if script.first_content is None or RETRY in json.dumps(body, ensure_ascii=False):
+    """What the file-writing call writes: ``fixed_content`` in a fix round (when given),
+    ``first_content`` until the request is a retry's, else ``content``."""
+    said = _said(body)
+    if script.fixed_content is not None and FIX_ROUND in said:
+        return script.fixed_content
+    if script.first_content is None or RETRY in said:
         return script.content
     return script.first_content
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a request body, however deep."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def is_review(body: dict[str, Any]) -> bool:
+    """The request is a reviewer's: its conversation holds a review's prompt."""
+    return any(text.lstrip().startswith(REVIEW) for text in _strings(body))
+
+
+def verdict(body: dict[str, Any], script: _Script) -> str:
+    """The reviewer's answer in the shape review/prompt.py asks for: every criterion of the
+    prompt met, or (``script.review``: "unmet"; "unmet-first" before a re-review) the first not
+    met, with a blocking finding."""
+    prompt = next((t for t in _strings(body) if "## Criteria to judge" in t), "")
+    match = _CRITERIA.search(prompt)
+    count = len(re.findall(r"^\d+\. ", match.group(1), re.MULTILINE)) if match else 0
+    unmet = script.review == "unmet" or (
+        script.review == "unmet-first" and REREVIEW not in _said(body)
+    )
+    criteria = [
+        {"id": n, "verdict": "met", "evidence": f"{script.path}:1"} for n in range(1, count + 1)
+    ]
+    findings = []
+    if unmet and criteria:
+        criteria[0] = {"id": 1, "verdict": "not met", "evidence": UNMET}
+    if unmet:
+        findings.append({"severity": "blocking", "where": f"{script.path}:1", "issue": UNMET})
+    block = json.dumps({"criteria": criteria, "findings": findings, "summary": "reviewed"})
+    return f"I read {script.path} and the change.\n\n```json\n{block}\n```"
+
+
+def _review_write(script: _Script) -> str:
+    """The absolute path of the file a reviewer tries to overwrite."""
+    return f"{script.root.rstrip('/')}/{script.review_writes}"
 
 
 # --- Anthropic Messages ------------------------------------------------------------------------
@@ -83,6 +157,13 @@ def _anthropic_step(body: dict[str, Any], script: _Script) -> list[dict[str, Any
     )
     if not tools:
         return [{"type": "text", "text": "Hello file"}]
+    if is_review(body):
+        if answered or not script.review_writes:
+            return [{"type": "text", "text": verdict(body, script)}]
+        # The CLI's own write tool, called whether it is offered or not.
+        target, name = _review_write(script), "Write" if "Read" in tools else "write"
+        args = {"file_path" if name == "Write" else "filePath": target, "content": REVIEWER_WROTE}
+        return [{"type": "tool_use", "id": _unique("toolu"), "name": name, "input": args}]
     if answered:
         return [{"type": "text", "text": script.final}]
     for name, args in (
@@ -91,7 +172,7 @@ def _anthropic_step(body: dict[str, Any], script: _Script) -> list[dict[str, Any
         ("create", {"path": _abs(script), "file_text": _content(body, script)}),
     ):
         if name in tools:
-            return [{"type": "tool_use", "id": "toolu_01", "name": name, "input": args}]
+            return [{"type": "tool_use", "id": _unique("toolu"), "name": name, "input": args}]
     return [{"type": "text", "text": f"no write tool among {tools}"}]
 
 
@@ -106,7 +187,7 @@ def _anthropic(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
         "cache_creation_input_tokens": 0,
     }
     message = {
-        "id": "msg_01",
+        "id": _unique("msg"),
         "type": "message",
         "role": "assistant",
         "model": body.get("model", "claude"),
@@ -159,55 +240,60 @@ def _anthropic(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
 
 
 def _openai_item(body: dict[str, Any], script: _Script) -> dict[str, Any]:
-    items = body.get("input") or []
+    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    # A tool's output after the last user message: what a resumed session asked before is not
+    # this turn's.
+    users = [n for n, i in enumerate(items) if i.get("role") == "user"]
     answered = any(
-        isinstance(i, dict) and str(i.get("type", "")).endswith("call_output") for i in items
+        str(i.get("type", "")).endswith("call_output") for i in items[users[-1] if users else 0 :]
     )
     tools = {t.get("name"): t for t in body.get("tools") or [] if isinstance(t, dict)}
-    if answered or not tools:
-        text = script.final if answered else "ok"
-        return {
-            "type": "message",
-            "id": "msg_01",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
-    content = _content(body, script)
+    if not tools:
+        return _openai_message("ok")
+    if is_review(body):
+        if answered or not script.review_writes:
+            return _openai_message(verdict(body, script))
+        # A command that takes a moment: codex 0.169.0 prints no item for one that ends at once.
+        return _openai_write(tools, _review_write(script), REVIEWER_WROTE, "sleep 0.2; ")
+    if answered:
+        return _openai_message(script.final)
+    return _openai_write(tools, script.path, _content(body, script))
+
+
+def _openai_message(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": _unique("msg"),
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def _openai_write(
+    tools: dict[Any, dict[str, Any]], path: str, content: str, before: str = ""
+) -> dict[str, Any]:
+    """A call writing ``content`` to ``path``: with apply_patch where it is offered, else with
+    the shell (``before`` the command first)."""
+    call = {"call_id": _unique("call"), "status": "completed"}
     if "apply_patch" in tools:
         lines = "".join(f"+{line}\n" for line in content.splitlines())
-        patch = f"*** Begin Patch\n*** Add File: {script.path}\n{lines}*** End Patch\n"
+        patch = f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n"
         if tools["apply_patch"].get("type") == "custom":
             return {
-                "type": "custom_tool_call",
-                "id": "ctc_01",
-                "call_id": "call_01",
-                "name": "apply_patch",
-                "input": patch,
-                "status": "completed",
-            }
+                "type": "custom_tool_call", "id": _unique("ctc"), "name": "apply_patch",
+                "input": patch, **call,
+            }  # fmt: skip
         args = json.dumps({"input": patch})
-    else:
-        lines = " ".join(shlex.quote(line) for line in content.splitlines())
-        command = f"printf '%s\\n' {lines} > {shlex.quote(script.path)}"
-        name = "exec_command" if "exec_command" in tools else "shell"
-        args = json.dumps({"cmd": command} if name == "exec_command" else {"command": command})
         return {
-            "type": "function_call",
-            "id": "fc_01",
-            "call_id": "call_01",
-            "name": name,
-            "arguments": args,
-            "status": "completed",
-        }
-    return {
-        "type": "function_call",
-        "id": "fc_01",
-        "call_id": "call_01",
-        "name": "apply_patch",
-        "arguments": args,
-        "status": "completed",
-    }
+            "type": "function_call", "id": _unique("fc"), "name": "apply_patch",
+            "arguments": args, **call,
+        }  # fmt: skip
+    lines = " ".join(shlex.quote(line) for line in content.splitlines())
+    command = f"{before}printf '%s\\n' {lines} > {shlex.quote(path)}"
+    name = "exec_command" if "exec_command" in tools else "shell"
+    args = json.dumps({"cmd": command} if name == "exec_command" else {"command": command})
+    return {"type": "function_call", "id": _unique("fc"), "name": name, "arguments": args, **call}
 
 
 def _openai(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
@@ -220,7 +306,7 @@ def _openai(body: dict[str, Any], script: _Script) -> tuple[int, str, bytes]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": tin + tout,
     }
-    base = {"id": "resp_01", "object": "response", "model": body.get("model", "gpt")}
+    base = {"id": _unique("resp"), "object": "response", "model": body.get("model", "gpt")}
     events: list[tuple[str | None, dict[str, Any]]] = [
         (
             "response.created",
@@ -276,6 +362,11 @@ def _gemini_parts(body: dict[str, Any], script: _Script) -> list[dict[str, Any]]
         if config.get("responseMimeType") == "application/json":
             return [{"text": json.dumps({"reasoning": "done", "next_speaker": "user"})}]
         return [{"text": "ok"}]
+    if is_review(body):
+        if answered or not script.review_writes:
+            return [{"text": verdict(body, script)}]
+        args = {"file_path": _review_write(script), "content": REVIEWER_WROTE}
+        return [{"functionCall": {"name": "write_file", "args": args}}]  # offered or not
     if answered:
         return [{"text": script.final}]
     if "write_file" in names:

@@ -13,7 +13,13 @@ import pytest
 from pytest_maestro.plan.model import Phase
 from pytest_maestro.runtimes import BUILTIN_RUNTIMES, AgentRequest, AgentResult
 from pytest_maestro.runtimes.agents import Agent
-from pytest_maestro.runtimes.cli import CliRuntime, ignored_fields, judge, retry_after
+from pytest_maestro.runtimes.cli import (
+    NO_STATUS_LINE,
+    CliRuntime,
+    ignored_fields,
+    judge,
+    retry_after,
+)
 from pytest_maestro.runtimes.cli import Reply as CliReply
 from pytest_maestro.runtimes.command import TemplateError, expand
 
@@ -302,6 +308,61 @@ def test_an_error_with_exit_zero_fails_and_a_reply_text_saying_rate_limit_does_n
     assert judge(CliReply("COMPLETED: fixed", error="boom"), 0).status == "failed"
     calm = judge(CliReply("I added a rate limit to the API.\nCOMPLETED: done"), 0)
     assert (calm.status, calm.limited) == ("completed", False)
+
+
+# A reviewer's codex call whose model tried to write (observed, codex 0.169.0 in its read-only
+# sandbox; paths shortened): the command failed, and the verdict came after.
+_REFUSED_REVIEW = "\n".join(
+    json.dumps(event)
+    for event in [
+        {"type": "thread.started", "thread_id": "01a21a4e-1865-7cb0-9eb5-97c6a6021abd"},
+        {"type": "turn.started"},
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "item_1",
+                "type": "command_execution",
+                "command": "/bin/bash -lc \"printf '%s\\n' x > /p/README\"",
+                "aggregated_output": "/bin/bash: line 1: /p/README: Read-only file system\n",
+                "exit_code": 1,
+                "status": "failed",
+            },
+        },
+        {
+            "type": "item.completed",
+            "item": {"id": "item_2", "type": "agent_message", "text": "```json\n{}\n```"},
+        },
+        {"type": "turn.completed", "usage": {"input_tokens": 20, "output_tokens": 1}},
+    ]
+)
+
+
+# claude's, offered a write it was not allowed (the result's keys as observed, 2.1.332).
+_DENIED_RESULT = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "result": "```json\n{}\n```",
+    "session_id": "s",
+    "permission_denials": [{"tool_name": "Write", "tool_input": {"file_path": "/p/README"}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "stdout"), [("codex", _REFUSED_REVIEW), ("claude", json.dumps(_DENIED_RESULT))]
+)
+def test_a_refused_call_fails_an_implementer_but_not_a_read_only_call(
+    name: str, stdout: str
+) -> None:
+    runtime = RUNTIMES[name]
+    assert isinstance(runtime, CliRuntime)
+    reply = runtime.read_reply(0, stdout, "")
+    assert reply.error is None and "/p/README" in reply.denied
+    implementer = judge(reply, 0)
+    assert implementer.status == "failed" and "permission denied: " in implementer.message
+    # A reviewer's mode refused the write, as it should: its answer stands.
+    reviewer = judge(reply, 0, read_only=True)
+    assert reviewer.message == NO_STATUS_LINE and reviewer.text == "```json\n{}\n```"
 
 
 def test_every_builtin_cli_runtime_is_a_cli_runtime() -> None:
