@@ -44,7 +44,7 @@ class RunBase:
     @property
     def saved(self) -> Path:
         """Where the declared files are kept outside git."""
-        return self.paths.state_dir / f"{self.paths.name}.base"
+        return self.paths.final_base
 
     def take(self) -> str:
         """The base as it is now: a commit id, or ``FILES``; BaseError when it cannot be."""

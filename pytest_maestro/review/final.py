@@ -220,7 +220,8 @@ class FinalRecord:
     base: str | None = None
     since: str | None = None  # when the base was taken
     review: Review | None = None
-    at: str | None = None  # when the last review ended
+    started: str | None = None  # when the last review started
+    at: str | None = None  # when it ended
 
     @property
     def passed(self) -> bool:
@@ -231,7 +232,7 @@ class FinalRecord:
         if self.base is not None:
             data.update(base=self.base, since=self.since)
         if self.review is not None:
-            data.update(review=self.review.to_dict(), at=self.at)
+            data.update(review=self.review.to_dict(), started=self.started, at=self.at)
         return data
 
     @classmethod
@@ -239,11 +240,13 @@ class FinalRecord:
         """What ``to_dict`` wrote; an empty record for anything else (a hand-edited session)."""
         if not isinstance(raw, Mapping):
             return cls()
-        base, since, at = (raw.get(k) for k in ("base", "since", "at"))
+        base, since, started, at = (raw.get(k) for k in ("base", "since", "started", "at"))
         review = Review.from_mapping(raw.get("review"))
+        ran = review is not None
         return cls(
             str(base) if isinstance(base, str) and base else None,
             str(since) if since is not None else None,
             review,
-            str(at) if review is not None and at is not None else None,
+            str(started) if ran and started is not None else None,
+            str(at) if ran and at is not None else None,
         )
