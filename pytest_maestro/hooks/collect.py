@@ -171,7 +171,7 @@ class FinalItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, "final review"
+        return self.path, 0, "final review"  # no line of its own: the plan's first
 
 
 class SyncItem(pytest.Item):

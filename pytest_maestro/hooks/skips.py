@@ -18,8 +18,8 @@ from .nodeids import phase_id
 
 def report_skip(config: pytest.Config, plan: Plan, nodeid: str, reason: SkipReason) -> None:
     name = phase_id(nodeid)
-    if name == FINAL_NAME:  # the final review: no phase, no line
-        line, title = 0, "final review"
+    if name == FINAL_NAME:  # the final review: no phase, no line but the plan's first
+        line, title = 1, "final review"
     else:
         phase = plan.phase(name)
         line, title = phase.line or 0, f"phase {phase.id}: {phase.name}"
