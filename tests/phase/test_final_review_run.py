@@ -212,7 +212,11 @@ def test_the_model_is_the_final_review_model_else_the_escalation_model(
     pytester: pytest.Pytester, repo: Path, fakes: Path
 ) -> None:
     write_plan(pytester, [writes("a")])
-    pytester.runpytest(*RUN, "--maestro-escalate-model=big").assert_outcomes(passed=2)
+    result = pytester.runpytest(*RUN, "--maestro-escalate-model=big")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["maestro: final review by reviewer (claude) on model big, once every phase passed"]
+    )
     argv = finals(fakes)[-1]["argv"]
     assert argv[argv.index("--model") + 1] == "big"
     pytester.runpytest(
