@@ -251,7 +251,7 @@ def cached_durations(config: pytest.Config, key: str) -> dict[str, float]:
 # slots, their temporary files, and its directories.
 STATE_FILE = re.compile(
     r"\.gitignore|logs|archive|preimages|replaced|worktrees|kept"
-    r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend)(\..+\.tmp)?"
+    r"|\.?.+-[0-9a-f]{8}\.(md|journal|lock|info|spend|base)(\..+\.tmp|\.tmp)?"
     r"|\.?summary\.json(\..+\.tmp)?"
     r"|\.?pacing\.json(\.lock|\..+\.tmp)?"
 )

@@ -170,6 +170,20 @@ OPTIONS: tuple[Option, ...] = (
         env="MAESTRO_ESCALATE_MODEL",
     ),
     Option(
+        "final_review",
+        "once every selected phase passed, one more item (<plan>::final-review) reviews the "
+        "run's whole change against the plan, read-only",
+        "bool",
+        False,
+        env="MAESTRO_FINAL_REVIEW",
+    ),
+    Option(
+        "final_review_model",
+        "model of the final review (default: --maestro-escalate-model on the reviewer's "
+        "runtime, else the reviewer's own model)",
+        env="MAESTRO_FINAL_REVIEW_MODEL",
+    ),
+    Option(
         "budget_usd",
         "dollars the session may spend on agent CLIs; no phase or attempt starts past it (0: none)",
         "float",
@@ -262,6 +276,8 @@ class Settings:
     reviewer: str | None
     review_rounds: int
     escalate_model: str | None
+    final_review: bool
+    final_review_model: str | None
     budget_usd: float
     max_wait: float
     max_concurrent_calls: tuple[tuple[str, int], ...] | None
@@ -322,6 +338,7 @@ class Settings:
             "runtime",
             "reviewer",
             "escalate_model",
+            "final_review_model",
             "agents_dir",
             "report",
             "tag",

@@ -1,7 +1,9 @@
-"""Collection: the plan file is a pytest File, each phase an Item; see docs/architecture.md."""
+"""Collection: the plan file is a pytest File, each phase an Item, and under
+``--maestro-final-review`` the final review one more; see docs/architecture.md."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -12,10 +14,13 @@ from .._compat import TerminalRepr, skip_at_item
 from ..phase.facts import PhaseFacts, SkipReason, iso_time
 from ..phase.outcome import PhaseOutcome
 from ..plan import Phase
+from ..review.final import FINAL_NAME
+from ..review.verdict import Review
 from ..run.orchestrator import Orchestrator
 from ..state.model import Status, Tokens
 from ..texts import os_error_text
 from ..views.failure import failure_message, render_failure
+from .final import failure_lines, review_facts
 from .junit import attach_output
 
 SYNC_NAME = "maestro-sync"
@@ -23,6 +28,7 @@ ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
 OUTCOME_KEY = pytest.StashKey[PhaseOutcome]()
 SKIP_KEY = pytest.StashKey[SkipReason]()
 SYNC_KEY = pytest.StashKey["SyncItem"]()
+FINAL_KEY = pytest.StashKey[tuple[Review, float, float]]()  # the review, its start and end
 
 
 class PhaseFailed(Exception):
@@ -43,6 +49,8 @@ class PlanFile(pytest.File):
             for marker in maestro.resolve.markers(phase):
                 item.add_marker(marker)
             yield item
+        if maestro.settings.final_review:  # after every phase, in every process that collects
+            yield FinalItem.from_parent(self, name=FINAL_NAME)
         if not maestro.run.decides:  # an xdist worker: see scheduler.py for why
             sync = SyncItem.from_parent(self, name=SYNC_NAME)
             self.config.stash[SYNC_KEY] = sync  # kept through any deselection
@@ -107,6 +115,65 @@ class PhaseItem(pytest.Item):
     def reportinfo(self) -> tuple[Any, int | None, str]:
         line = self.phase.line - 1 if self.phase.line else None
         return self.path, line, f"phase {self.phase.id}: {self.phase.name}"
+
+
+class FinalFailed(Exception):
+    def __init__(self, review: Review) -> None:
+        super().__init__(review.problem)
+        self.review = review
+
+
+class FinalItem(pytest.Item):
+    """The final review, run last: after every phase without xdist, and under it sent by the
+    scheduler once every phase finished. Whether it runs is decided where the session is held
+    (``Orchestrator.why_no_final_review``); a worker runs what it is sent."""
+
+    @property
+    def maestro(self) -> Orchestrator:
+        return self.config.stash[ORCHESTRATOR_KEY]
+
+    def setup(self) -> None:
+        reason = self.maestro.why_no_final_review()
+        if reason is not None:
+            self.stash[SKIP_KEY] = reason
+            raise skip_at_item(reason.text)
+
+    def runtest(self) -> None:
+        started = time.time()
+        review = self.maestro.final_review()
+        self.stash[FINAL_KEY] = (review, started, time.time())
+        if not review.passed:
+            raise FinalFailed(review)
+
+    def facts(self, report: pytest.TestReport) -> PhaseFacts | None:
+        """What the controller must learn of the final review from this report."""
+        if report.when == "setup" and report.skipped:
+            reason = self.stash.get(SKIP_KEY, None)
+            if reason is None:  # skipped by something else than this plugin
+                return PhaseFacts(FINAL_NAME, Status.SKIPPED)
+            return PhaseFacts.skipped(FINAL_NAME, reason)
+        if report.when == "call":
+            worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
+            kept = self.stash.get(FINAL_KEY, None)
+            if kept is None:  # it raised before the review had a verdict
+                status = Status.COMPLETED if report.passed else Status.FAILED
+                return PhaseFacts(FINAL_NAME, status, worker=worker)
+            return review_facts(kept[0], worker, kept[1], kept[2])
+        if report.failed:
+            return PhaseFacts(FINAL_NAME, Status.FAILED)
+        return None
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, FinalFailed):
+            return "\n".join(failure_lines(excinfo.value.review, self.maestro.plan))
+        if isinstance(excinfo.value, OSError):
+            return f"the final review could not run: {os_error_text(excinfo.value)}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, 0, "final review"  # no line of its own: the plan's first
 
 
 class SyncItem(pytest.Item):

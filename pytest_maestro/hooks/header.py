@@ -40,6 +40,10 @@ def header_lines(maestro: Orchestrator, cwd: Path, workers: int) -> list[str]:
     if reviews:
         said = (f"{mode} by {name} {n}" for (mode, name), n in reviews.most_common())
         lines.append("maestro: reviews: " + ", ".join(said))
+    final = maestro.resolve.reviewers.final_reviewer(plan.phases)
+    if maestro.settings.final_review and final is not None:
+        model = f" on model {final.model}" if final.model else ""
+        lines.append(f"maestro: final review by {final.name}{model}, once every phase passed")
     if maestro.life.recorder is not None:  # the session is open: this run records it there
         lines.append(f"maestro: session {shown(maestro.paths.snapshot, cwd)}")
     return lines

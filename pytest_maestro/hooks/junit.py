@@ -39,19 +39,27 @@ PHASE_FACTS = (
     "unverified",
     "reviewed",
     "review",
+    "sent_back",
 )
 # junit_logging values that put captured standard output in <system-out>.
 LOGS_STDOUT = ("system-out", "out-err", "all")
 
 
 def record_phase(
-    config: pytest.Config, report: pytest.TestReport, facts: PhaseFacts, agent: str, wave: int
+    config: pytest.Config,
+    report: pytest.TestReport,
+    facts: PhaseFacts,
+    agent: str,
+    wave: int | None,
+    sent_back: tuple[str, ...] = (),
 ) -> None:
+    """``wave`` is None for the final review, and ``sent_back`` the phases it failed."""
     shorten_failure(report, facts)
     suite = junit_suite(config)
     if suite is None:
         return
     values: dict[str, Any] = {"agent": agent, "wave": wave, **facts.to_wire()}
+    values["sent_back"] = ", ".join(sent_back) or None
     if facts.tokens is not None:
         values.update(token_facts(facts.tokens))
     review = Review.from_mapping(facts.review) if facts.review is not None else None

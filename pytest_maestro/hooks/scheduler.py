@@ -18,6 +18,7 @@ import pytest
 
 from .._compat import WorkerController, relayed, set_collected_count, xdist_shutting_down
 from ..phase.facts import PhaseFacts
+from ..review.final import FINAL_NAME
 from ..run.orchestrator import Orchestrator
 from ..scheduling.jobs import plan_jobs
 from ..scheduling.policy import DagPolicy, Policy, WavePolicy
@@ -26,6 +27,9 @@ from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
 from .progress import heard
 from .skips import report_skip
+
+# Where the final review is: not selected, waiting for every phase to finish, on a worker, done.
+_NONE, _WAITING, _RUNNING, _DONE = "none", "waiting", "running", "done"
 
 
 class DependencyScheduling:
@@ -44,6 +48,8 @@ class DependencyScheduling:
         self.again: list[str] = []  # crashed phases to run again, before anything else starts
         self.phase_at: dict[int, str] = {}  # index in the collection -> phase id
         self.ended: set[str] = set()  # finished at their report, their protocol's end to come
+        self.final_index = -1  # the final review's index in the collection; -1: not selected
+        self.final = _NONE  # where the final review is: none, waiting, running, done
 
     # -- the xdist Scheduling protocol ------------------------------------------------------
 
@@ -57,11 +63,16 @@ class DependencyScheduling:
 
     @property
     def tests_finished(self) -> bool:
-        return self.policy is not None and self.policy.done
+        return self.policy is not None and self.policy.done and self.final in (_NONE, _DONE)
 
     @property
     def has_pending(self) -> bool:
-        return self.policy is not None and bool(self.policy.pending or self.policy.running)
+        if self.policy is None:
+            return False
+        return bool(self.policy.pending or self.policy.running) or self.final in (
+            _WAITING,
+            _RUNNING,
+        )
 
     def add_node(self, node: WorkerController) -> None:
         self.running[node] = None
@@ -76,6 +87,9 @@ class DependencyScheduling:
             self.sync_index, self.sync = next(
                 ((n, node) for n, node in enumerate(nodes) if node and node.name == SYNC_NAME),
                 (-1, None),
+            )
+            self.final_index = next(
+                (n for n, node in enumerate(nodes) if node and node.name == FINAL_NAME), -1
             )
             if self.sync is None:
                 # The plan failed to collect (xdist shows the worker's error): run nothing.
@@ -97,7 +111,9 @@ class DependencyScheduling:
             return
         phase_id = self.running[node]
         self.running[node] = None
-        if phase_id is not None:
+        if phase_id == FINAL_NAME:
+            self.final = _DONE
+        elif phase_id is not None:
             self._finish(phase_id)
         self.schedule()
 
@@ -131,6 +147,8 @@ class DependencyScheduling:
         again failed (what it blocks is skipped, and what it held back may start). True then:
         the crash report gets its facts."""
         crashed = NodeId.of(crashitem).name
+        if crashed == FINAL_NAME:  # it failed; no policy knows it, and no phase waits for it
+            return True
         failed = crashed in self.crashed
         if failed:
             self.crashed.remove(crashed)
@@ -154,6 +172,10 @@ class DependencyScheduling:
         crashed = self.running.pop(node)
         if crashed is None:
             return None
+        if crashed == FINAL_NAME:
+            self.final = _DONE
+            self.maestro.life.end_running(FINAL_NAME)  # what its reviewer's CLI still runs
+            return self._nodeid(FINAL_NAME)
         life = self.maestro.life
         life.end_running(crashed)  # what the crashed phase's commands still run
         if life.recorder is not None:  # then its files, before another phase writes them
@@ -181,6 +203,24 @@ class DependencyScheduling:
             self.policy.start(job)
             self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
             self._send(node, job)
+        self._final_review(idle)
+
+    def _final_review(self, idle: list[WorkerController]) -> None:
+        """Once every phase finished (none running, none to start, no crash unjudged), the
+        final review: reported skipped here when it must not run, else sent to an idle worker,
+        alone, so it never runs beside a phase."""
+        assert self.policy is not None
+        if self.final != _WAITING or not self.policy.done or self.crashed or self._stopping():
+            return
+        reason = self.maestro.why_no_final_review()
+        if reason is not None:
+            self.final = _DONE
+            report_skip(self.config, self.maestro.plan, self._nodeid(FINAL_NAME), reason)
+        elif idle:
+            self.final = _RUNNING
+            node = idle.pop(0)
+            self.running[node] = FINAL_NAME
+            node.send_runtest_some([self.final_index, self.sync_index])
 
     def _send(self, node: WorkerController, job: str) -> None:
         self.running[node] = job
@@ -192,9 +232,12 @@ class DependencyScheduling:
         """Report what must not run at all, then hand the rest to the policy."""
         assert self.collection is not None
         maestro, run = self.maestro, self.run
-        selected = [node.name for node in map(NodeId.of, self.collection) if node.name != SYNC_NAME]
+        names = [NodeId.of(nodeid).name for nodeid in self.collection]
+        selected = [name for name in names if name not in (SYNC_NAME, FINAL_NAME)]
         run.select(selected)
-        run.refused = maestro.resolve.refusal(selected)
+        run.final = self.final_index >= 0
+        self.final = _WAITING if run.final else _NONE
+        run.refused = maestro.resolve.refusal(selected, final=run.final)
         if run.refused is not None:
             pytest.exit(run.refused, pytest.ExitCode.USAGE_ERROR)  # before any phase starts
         to_run = []

@@ -16,12 +16,14 @@ from .._compat import remember_failed, runs_distributed, stop_message, stop_sess
 from ..phase.facts import SkipKind, SkipReason
 from ..processes.process import interrupted_by
 from ..processes.reaping import subreaper
+from ..review.final import FINAL_NAME
 from ..run.orchestrator import Orchestrator
 from ..state import StateError, Status
 from ..texts import table_width
 from ..views.outputs import summary_lines
 from . import junit
-from .collect import SYNC_KEY, PhaseItem, PlanFile, SyncItem
+from .collect import SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
+from .final import FinalReports
 from .header import header_lines
 from .nodeids import NodeId
 from .report_facts import report_facts
@@ -49,6 +51,7 @@ class MaestroSession:
         self.looped = False  # the run got to its phases: a refused one leaves no outputs
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
         self.facts = report_facts(config)
+        self.final = FinalReports(config, maestro)
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
@@ -64,13 +67,15 @@ class MaestroSession:
         worker's sync item survives any deselection: the scheduler cannot work without it.
         """
         by_id = {i.phase.id: i for i in session.items if isinstance(i, PhaseItem)}
-        session.items[:] = [by_id[i] for i in self.run.keep_order(list(by_id))]
+        final = [i for i in session.items if isinstance(i, FinalItem)]  # last, after them all
+        session.items[:] = [*(by_id[i] for i in self.run.keep_order(list(by_id))), *final]
         sync = self.config.stash.get(SYNC_KEY, None)
         if sync is not None:
             session.items.append(sync)
         self.run.select(by_id)
+        self.run.final = bool(final)
         if self.run.decides and not self.config.option.collectonly:
-            self.run.refused = self.maestro.resolve.refusal(by_id)
+            self.run.refused = self.maestro.resolve.refusal(by_id, final=bool(final))
             if self.run.refused is not None:
                 raise pytest.UsageError(self.run.refused)
 
@@ -105,7 +110,7 @@ class MaestroSession:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if isinstance(item, PhaseItem):
+        if isinstance(item, PhaseItem | FinalItem):
             facts = item.facts(report)
             if facts is not None:
                 facts.attach(report)  # travels with the report to xdist's controller
@@ -126,6 +131,9 @@ class MaestroSession:
         """Persist a phase's news before any reporter sees it, then let the breaker judge."""
         facts = self.facts(report)
         if facts is None:
+            return
+        if facts.phase == FINAL_NAME:  # no plan has a phase of that name: refused
+            self.final.reported(report, facts)
             return
         self.run.record(facts)
         self.nodeids[facts.phase] = report.nodeid
@@ -156,9 +164,15 @@ class MaestroSession:
         if self.run.decides and not self.config.option.collectonly:
             if self.run.stop_reason is not None:
                 self._report_doomed()
+            unrun_final = self.final.unrun()  # before the phases left are reported skipped
             self._report_unrun()
+            if unrun_final is not None:
+                nodeid = self._nodeid(FINAL_NAME)
+                if nodeid is not None:
+                    self.final.report_skip(nodeid, unrun_final, self._why_stopped())
             junit.record_session(self.config, self.maestro.plan, self.run.outcomes)
             remember_failed(self.config, (self.nodeids[p] for p in self.run.skipped_after_failure))
+            remember_failed(self.config, self.final.rerun(self._nodeid))
             cache = getattr(self.config, "cache", None)
             if cache is not None:
                 cache.set(durations_key(self.maestro.plan_path), self.run.durations)
@@ -230,19 +244,21 @@ class MaestroSession:
         unrun = [p for p in self.run.topological(self.run.selected) if p not in self.run.outcomes]
         if not unrun:
             return
-        why = self.interrupted or stop_message(self.config, self.pytest_session) or "stopped early"
-        reason = SkipReason.stopped(why)
+        reason = SkipReason.stopped(self._why_stopped())
         for phase_id in unrun:
             nodeid = self._nodeid(phase_id)
             if nodeid is not None:
                 report_skip(self.config, self.maestro.plan, nodeid, reason)
+
+    def _why_stopped(self) -> str:
+        return self.interrupted or stop_message(self.config, self.pytest_session) or "stopped early"
 
     def _nodeid(self, phase_id: str) -> str | None:
         if phase_id in self.nodeids:
             return self.nodeids[phase_id]
         if self.pytest_session is not None:
             for item in self.pytest_session.items:
-                if isinstance(item, PhaseItem) and item.phase.id == phase_id:
+                if isinstance(item, PhaseItem | FinalItem) and item.name == phase_id:
                     return item.nodeid
         known = next(iter(self.nodeids.values()), None)  # under xdist: as reports name phases
         return str(NodeId.of(known).sibling(phase_id)) if known else None

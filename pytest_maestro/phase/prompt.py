@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan import Phase, Plan
 from ..processes.process import PhaseLog
+from ..review.final import FinalRecord, findings_for
 from ..runtimes.agents import Agent
 from ..state import StateError, read_session
 from ..texts import os_error_text
@@ -64,6 +65,7 @@ class PromptContext:
     wave: int = 1  # the phase's wave: Maestro's batch
     runtime: str = "agent"  # who runs the phase when no agent is named
     warnings: tuple[str, ...] = ()  # what it lacks that it should have: for the log and summary
+    final_findings: tuple[str, ...] = ()  # what a failed final review found in its work
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class SessionContext:
     session_id: str
     dependencies: tuple[DependencyResult, ...]
     warnings: tuple[str, ...] = ()
+    final_findings: tuple[str, ...] = ()  # a failed final review's, naming the phase
 
     @classmethod
     def read(cls, plan: Plan, phase: Phase, snapshot: Path) -> SessionContext:
@@ -99,7 +102,9 @@ class SessionContext:
             )
             for dep in phase.blocked_by
         )
-        return cls(doc.session_id, dependencies)
+        final = FinalRecord.from_mapping(doc.final_review).review
+        findings = findings_for(final, phase.id) if final is not None else ()
+        return cls(doc.session_id, dependencies, final_findings=findings)
 
 
 def prompter(context: PromptContext, log: Path) -> Callable[[Phase, int, Attempt | None], str]:
@@ -181,6 +186,12 @@ def build_prompt(
         sections.append(
             "## Acceptance criteria (checked after you finish; run the commands yourself first)\n"
             + "\n".join(criteria)
+        )
+    if context.final_findings:
+        sections.append(
+            "## What the final review of the run found in this phase's work\n"
+            + "\n".join(context.final_findings)
+            + "\nYour earlier work is in the files: fix these findings there."
         )
     if previous is not None:
         sections.append("## The previous attempt failed\n" + failure_summary(previous))

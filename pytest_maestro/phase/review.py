@@ -27,7 +27,7 @@ from ..processes.process import PhaseLog
 from ..review.diff import attempt_diff
 from ..review.guard import TreeGuard
 from ..review.prompt import ReviewBrief, ask_again, prose_criteria, review_prompt
-from ..review.verdict import ReplyError, Review, Round, read_reply
+from ..review.verdict import ReplyError, Review, Round, Verdict, read_reply
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
 from ..runtimes.cli import NO_STATUS_LINE
@@ -148,7 +148,7 @@ class PhaseReview:
         if spent is not None:
             return Review(who.mode, who.name, failure=f"no review: {spent}")
         scene.tell(ACTIVITY, attempt.number, f"review by {who.name}")
-        request = self._request(phase, attempt, scene, number)
+        request = self.request(phase, attempt.number, scene, number)
         try:
             diff = attempt_diff(scene.root, scene.before, attempt.outside)
             request.attempt_file(".diff").write_text(diff)
@@ -161,10 +161,12 @@ class PhaseReview:
         )  # fmt: skip
         request = replace(request, prompt=review_prompt(brief))
         guard = TreeGuard.take(scene.root, phase.files.all(), self.ignored)
-        review = self._ask(phase, request, scene)
-        return self._guarded(phase, review, guard, scene)
+        review = self.ask(phase, request, scene)
+        return self.guarded(phase, review, guard, scene)
 
-    def _request(self, phase: Phase, attempt: Attempt, scene: Scene, number: int) -> AgentRequest:
+    def request(self, phase: Phase, attempt: int, scene: Scene, number: int) -> AgentRequest:
+        """The reviewer's request for ``attempt`` of the phase (after fix round ``number``), its
+        prompt still to be written."""
         env = dict(scene.env)
         if number:
             env["MAESTRO_REVIEW_ROUND"] = str(number)
@@ -176,7 +178,7 @@ class PhaseReview:
         return AgentRequest(
             phase,
             "",
-            attempt.number,
+            attempt,
             scene.root,
             env,
             self.reviewer.timeout,
@@ -184,16 +186,15 @@ class PhaseReview:
             agent=self.reviewer.agent,
             model=self.reviewer.model,
             budget_usd=budget,
-            activity=lambda did: scene.tell(ACTIVITY, attempt.number, f"review: {did.text()}"),
+            activity=lambda did: scene.tell(ACTIVITY, attempt, f"review: {did.text()}"),
             read_only=True,
             role=f"round-{number}.review" if number else "review",
         )
 
-    def _ask(self, phase: Phase, request: AgentRequest, scene: Scene) -> Review:
+    def ask(self, phase: Phase, request: AgentRequest, scene: Scene) -> Review:
         """The reviewer's verdict; an answer outside the shape is asked for once more."""
-        criteria = prose_criteria(phase)
         result, tokens = self._call(phase, request, scene)
-        read = self._read(result, tokens, criteria)
+        read = self._read(phase, result, tokens)
         if not isinstance(read, ReplyError):
             return read
         scene.out.write_line(f"--- the reviewer's answer could not be read: {read}; asking again")
@@ -201,15 +202,13 @@ class PhaseReview:
             request, prompt=ask_again(request.prompt, str(read)), role=request.role + "-2"
         )
         result, more = self._call(phase, again, scene)
-        read = self._read(result, tokens + more, criteria)
+        read = self._read(phase, result, tokens + more)
         if isinstance(read, ReplyError):
             why = f"the reviewer's answer is not in the shape asked for, twice: {read}"
             return Review(self.reviewer.mode, self.reviewer.name, failure=why, tokens=tokens + more)
         return read
 
-    def _read(
-        self, result: AgentResult, tokens: Tokens, criteria: tuple[str, ...]
-    ) -> Review | ReplyError:
+    def _read(self, phase: Phase, result: AgentResult, tokens: Tokens) -> Review | ReplyError:
         """The review an answer gives, or what is wrong with its shape."""
         who = self.reviewer
         if not _answered(result):
@@ -217,9 +216,13 @@ class PhaseReview:
             blocked = result.status is Status.BLOCKED  # no access, a spent quota: retry won't do
             return Review(who.mode, who.name, failure=why, blocked=blocked, tokens=tokens)
         try:
-            return Review(who.mode, who.name, read_reply(result.text, criteria), tokens=tokens)
+            return Review(who.mode, who.name, self.verdict(phase, result.text), tokens=tokens)
         except ReplyError as error:
             return error
+
+    def verdict(self, phase: Phase, text: str) -> Verdict:
+        """The verdict in the reviewer's answer on ``phase``; ReplyError outside the shape."""
+        return read_reply(text, prose_criteria(phase))
 
     def _call(
         self, phase: Phase, request: AgentRequest, scene: Scene
@@ -241,7 +244,7 @@ class PhaseReview:
             self.budget.add(phase.id, number, call.tokens.cost)
         return call.result, call.tokens
 
-    def _guarded(self, phase: Phase, review: Review, guard: TreeGuard, scene: Scene) -> Review:
+    def guarded(self, phase: Phase, review: Review, guard: TreeGuard, scene: Scene) -> Review:
         """The review, failed when it changed files; those put back as they were."""
         changed = guard.changed()
         if not changed:

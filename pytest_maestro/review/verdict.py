@@ -50,6 +50,7 @@ REPLY_SCHEMA: dict[str, Any] = {
                     "severity": {"enum": [BLOCKING, MINOR]},
                     "issue": {"type": "string", "minLength": 1},
                     "where": {"type": "string"},
+                    "phases": {"type": "array", "items": {"type": "string"}},
                 },
             },
         },
@@ -90,6 +91,7 @@ class Finding:
     severity: str  # blocking | minor
     issue: str
     where: str = ""  # a file and line, when the reviewer says
+    phases: tuple[str, ...] = ()  # the phases whose work it is about (a final review's)
 
     @property
     def blocking(self) -> bool:
@@ -97,7 +99,9 @@ class Finding:
 
     @property
     def line(self) -> str:
-        return f"[{self.severity}] " + (f"{self.where}: " if self.where else "") + self.issue
+        where = f"{self.where}: " if self.where else ""
+        named = f" (phases {', '.join(self.phases)})" if self.phases else ""
+        return f"[{self.severity}] {where}{self.issue}{named}"
 
 
 @dataclass(frozen=True)
@@ -251,8 +255,11 @@ def _criterion_dict(c: CriterionVerdict) -> dict[str, Any]:
     return {"id": c.number, "criterion": c.criterion, "met": c.met, "evidence": c.evidence}
 
 
-def _finding_dict(f: Finding) -> dict[str, str]:
-    return {"severity": f.severity, "issue": f.issue, "where": f.where}
+def _finding_dict(f: Finding) -> dict[str, Any]:
+    data: dict[str, Any] = {"severity": f.severity, "issue": f.issue, "where": f.where}
+    if f.phases:
+        data["phases"] = list(f.phases)
+    return data
 
 
 def _criterion(raw: Mapping[str, Any]) -> CriterionVerdict:
@@ -269,7 +276,8 @@ def _finding(raw: Mapping[str, Any]) -> Finding:
     severity = str(raw["severity"])
     if severity not in (BLOCKING, MINOR):
         raise ValueError(severity)
-    return Finding(severity, str(raw["issue"]), str(raw.get("where") or ""))
+    phases = tuple(str(p) for p in raw.get("phases") or ())
+    return Finding(severity, str(raw["issue"]), str(raw.get("where") or ""), phases)
 
 
 # -- reading a reply -----------------------------------------------------------------------------
@@ -278,11 +286,11 @@ def _finding(raw: Mapping[str, Any]) -> Finding:
 def read_reply(text: str, criteria: Sequence[str]) -> Verdict:
     """The verdict in a reviewer's answer, on the phase's prose ``criteria`` (numbered from 1 in
     the prompt); ReplyError, one line, for an answer outside the shape."""
-    data = _json_block(text)
+    data = json_block(text)
     try:
         _validator()(data)
     except fastjsonschema.JsonSchemaValueException as exc:
-        raise ReplyError(_schema_text(exc.message)) from None
+        raise ReplyError(schema_text(exc.message)) from None
     judged: dict[int, CriterionVerdict] = {}
     for item in data["criteria"]:
         number = item["id"]
@@ -306,7 +314,7 @@ def read_reply(text: str, criteria: Sequence[str]) -> Verdict:
     return Verdict(tuple(judged[n] for n in sorted(judged)), findings, summary)
 
 
-def _json_block(text: str) -> Any:
+def json_block(text: str) -> Any:
     """The last fenced block that holds JSON (tagged json, or untagged), else the whole answer
     when it is JSON; ReplyError when there is none."""
     blocks = [body for tag, body in _FENCE.findall(text) if tag.lower() in ("json", "")]
@@ -329,6 +337,6 @@ def _validator() -> Callable[[Any], Any]:
     return validate
 
 
-def _schema_text(message: str) -> str:
+def schema_text(message: str) -> str:
     """fastjsonschema's ``data.criteria[0].verdict must be …`` in the reader's words."""
     return "its JSON " + re.sub(r"^data\b\.?", "", message).strip() if message else "its JSON"

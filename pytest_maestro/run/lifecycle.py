@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 from ..git import commit
@@ -18,12 +20,16 @@ from ..plan import Phase
 from ..plan.graph import PlanGraph
 from ..processes.leftovers import end_groups, read_running_record, tell_owners
 from ..processes.process import KILL_GRACE
+from ..review.base import BaseError, RunBase, declared_files
+from ..review.final import FinalRecord, findings_for, named_phases
 from ..review.verdict import Review
 from ..settings import Settings, SettingsError
 from ..state import SessionPaths, StateError, Status
 from ..state.aside import move_aside
+from ..state.model import PhaseState, now
 from ..texts import os_error_text
 from ..views.outputs import Written, write_outputs
+from ..views.rows import parse_time
 from .recorder import Recorder
 from .run_state import RunState
 
@@ -45,6 +51,11 @@ class Lifecycle:
         self.notes: list[str] = []  # what the run did that users should know of
         self.written: Written | None = None  # the run's summary and report, once it ended
         self.isolation = self._isolation() if settings.isolate == "worktree" else None
+        self.base = self._base() if settings.final_review else None  # the final review's
+
+    def _base(self) -> RunBase:
+        declared = declared_files([phase.files.all() for phase in self.plan.phases])
+        return RunBase(self.root, self.paths, declared)
 
     def _isolation(self) -> Isolation:
         include = (*self.plan.isolate_include, *self.settings.include)
@@ -78,6 +89,9 @@ class Lifecycle:
                 for pid, r in recorder.restored
             ]
             recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
+            self._send_back(recorder)
+            if self.base is not None:
+                self._keep_base(recorder)
             if self.isolation is not None:
                 kept = self.isolation.start()
                 self.notes += [f"after a killed run: {line}" for line in kept]
@@ -90,6 +104,73 @@ class Lifecycle:
         self.run.resume(
             {pid: when for pid in self.plan.ids if (when := recorder.completed_earlier(pid))}
         )
+
+    # -- the final review ----------------------------------------------------------------------
+
+    def _keep_base(self, recorder: Recorder) -> None:
+        """The final review's base, taken when the session has none: before its first phase
+        ran with the final review on (StateError when it cannot be taken)."""
+        assert self.base is not None
+        record = FinalRecord.from_mapping(recorder.store.document().final_review)
+        if record.base is not None:
+            return
+        try:
+            base = self.base.take()
+        except BaseError as exc:
+            raise StateError(f"--maestro-final-review: {exc}") from None
+        recorder.store.set_final_review(replace(record, base=base, since=now()).to_dict())
+
+    def _send_back(self, recorder: Recorder) -> None:
+        """The phases the last final review failed, reset to run again: those still completed
+        since before it (a phase that ran since, or was reset, has been dealt with)."""
+        doc = recorder.store.document()
+        record = FinalRecord.from_mapping(doc.final_review)
+        at = parse_time(record.at)
+        if record.review is None or at is None:
+            return
+        resets = {
+            pid: f"the final review found: {findings_for(record.review, pid)[0]}"
+            for pid in named_phases(record.review, self.plan.ids)
+            if pid in doc.phases and _completed_by(doc.phases[pid], at)
+        }
+        recorder.send_back(resets)
+        self.notes += [f"phase {pid!r} runs again: {why}" for pid, why in resets.items()]
+
+    def final_record(self) -> FinalRecord:
+        if self.recorder is None:
+            return FinalRecord()
+        return FinalRecord.from_mapping(self.recorder.store.document().final_review)
+
+    def final_passed(self) -> str | None:
+        """When the session's final review passed, if that still holds: every phase completed
+        before it. None: it has to run."""
+        if self.recorder is None:
+            return None
+        doc = self.recorder.store.document()
+        record = FinalRecord.from_mapping(doc.final_review)
+        at = parse_time(record.at)
+        if not record.passed or at is None:
+            return None
+        done = set(self.plan.done_ids)  # never run: as good as completed
+        if all(s.id in done or _completed_by(s, at) for s in doc.phases.values()):
+            return record.at
+        return None
+
+    def final_finished(self, review: Review, started: str | None, at: str) -> tuple[str, ...]:
+        """The final review's verdict in the session. A failed one sends the phases it names
+        back to work: the next run's ``open`` resets them. Returns those phases."""
+        if self.recorder is None:
+            return ()
+        named = named_phases(review, self.plan.ids)
+        record = replace(self.final_record(), review=review, started=started, at=at)
+        self.recorder.final_reviewed(record.to_dict())
+        if review.passed and review.verdict is not None and review.verdict.minor:
+            minor = review.verdict.minor  # kept, not failures: said where users look
+            self.notes.append(
+                f"final review passed with {len(minor)} minor finding"
+                f"{'s' if len(minor) > 1 else ''}: " + "; ".join(f.line for f in minor)
+            )
+        return named
 
     def close(self, outputs: bool = True) -> None:
         """Close the session, then write the run's summary and report from what it holds, unless
@@ -182,6 +263,12 @@ class Lifecycle:
                     f"(${spent:.4f}; --maestro-budget-usd)"
                 )
         return None
+
+
+def _completed_by(state: PhaseState, moment: datetime) -> bool:
+    """The phase is completed, and was by ``moment``."""
+    completed = parse_time(state.completed)
+    return state.status is Status.COMPLETED and completed is not None and completed <= moment
 
 
 def _start_error(error: BaseException) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..phase.events import Progress
+from ..phase.facts import SkipReason
+from ..phase.final import FinalStep
 from ..phase.outcome import Attempt, PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
 from ..phase.review import PhaseReview
@@ -21,10 +23,13 @@ from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.graph import PlanGraph
 from ..plan.paths import real_paths
+from ..review.final import FinalRecord
+from ..review.verdict import Review
 from ..runtimes import Runtime
 from ..runtimes.agents import AgentRegistry
 from ..settings import Settings
-from ..state import SessionPaths
+from ..state import SessionPaths, StateError, read_session
+from ..texts import os_error_text
 from .lifecycle import Lifecycle
 from .resolver import Resolver
 from .run_state import RunState
@@ -136,6 +141,35 @@ class Orchestrator:
             escalate=phase.escalate_model or self.settings.escalate_model,
         )
 
+    def why_no_final_review(self) -> SkipReason | None:
+        """Why the final review must not run now (asked where the session is held), or None."""
+        return self.run.why_no_final_review(self.life.final_passed())
+
+    def final_review(self) -> Review:
+        """The final review of the run's change, in this process (a worker's under xdist):
+        the session's base and the phases' results read from the session file, as a worker
+        reads its dependencies' results."""
+        reviewer = self.resolve.reviewers.final_reviewer(self.plan.phases)
+        base = self.life.base
+        assert reviewer is not None and base is not None, "refused before anything ran"
+        try:
+            doc = read_session(self.paths.snapshot)
+        except (OSError, StateError) as exc:
+            why = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            return Review(reviewer.mode, reviewer.name, failure=f"cannot read the session: {why}")
+        results = {pid: state.result for pid, state in doc.phases.items() if state.result}
+        ask = PhaseReview(
+            reviewer,
+            self.plan,
+            self.paths,
+            self.settings.max_wait,
+            self.life.budget,
+            self.life.slots,
+            (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
+        )
+        step = FinalStep.of(ask, self.root, base, self.plan_path, self.progress)
+        return step(FinalRecord.from_mapping(doc.final_review), results)
+
     def concurrent_files(self, phase: Phase) -> frozenset[str]:
         """Files declared by phases that may run beside this one (on other xdist workers): a
         change to them is theirs, not this phase's."""
@@ -160,6 +194,7 @@ class Orchestrator:
             wave=self.graph.wave(phase.id),
             runtime=self.resolve.runtime_name(phase) or "agent",
             warnings=session.warnings,
+            final_findings=session.final_findings,
         )
 
 

@@ -6,7 +6,9 @@ process); each transition is on disk before pytest's reporters see it. See ``sta
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..files.declared import FileSnapshot
 from ..files.putback import Restored, RestoreError
@@ -169,6 +171,28 @@ class Recorder:
         if self.unwritable is None:
             for phase_id in completed:
                 self._preimage(phase_id).unlink(missing_ok=True)
+
+    def final_reviewed(self, record: Mapping[str, Any]) -> None:
+        """The final review's record in the session."""
+        self._write_final(record)
+
+    def send_back(self, resets: Mapping[str, str]) -> None:
+        """The phases a failed final review sends back to work reset (``resets``: each with
+        why), before anything runs: this run, ``--lf`` or not, runs them again."""
+        for phase_id, reason in resets.items():
+            try:
+                self.store.reset(phase_id, reason)
+            except SessionUnwritable as exc:
+                self.unwritable = str(exc)
+                return
+
+    def _write_final(self, record: Mapping[str, Any]) -> None:
+        if self.unwritable is not None:
+            return
+        try:
+            self.store.set_final_review(record)
+        except SessionUnwritable as exc:
+            self.unwritable = str(exc)
 
     def stop(self, reason: str) -> None:
         if self.unwritable is None:

@@ -114,9 +114,14 @@ class Resolver:
     def agent_name(self, phase: Phase) -> str:
         return phase.agent or self.runtime_name(phase) or "none"
 
-    def refusal(self, selected: Iterable[str]) -> str | None:
+    def refusal(self, selected: Iterable[str], final: bool = False) -> str | None:
         """Why the first selected phase that cannot run at all cannot, or None: refused before
-        anything runs rather than failed half-way through the plan."""
+        anything runs rather than failed half-way through the plan. ``final``: the final
+        review is selected too."""
+        if final:
+            refused = self.reviewers.final_refusal(self.plan.phases, location(self.plan.path))
+            if refused is not None:
+                return refused
         needs_consent: dict[str, Runtime] = {}
         for phase_id in selected:
             phase = self.plan.phase(phase_id)

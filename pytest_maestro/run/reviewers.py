@@ -9,11 +9,12 @@ else on the phase's, and on its own ``model:``, else, on the phase's runtime, on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ..phase.review import Reviewer
 from ..plan import Phase
+from ..review.final import FINAL_MODE, FINAL_NAME
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry
 from ..settings import Settings
@@ -101,15 +102,76 @@ class Reviewers:
                 f"{where}, but its reviewer {agent.name!r} names no runtime and the phase runs "
                 "on shell: give the reviewer agent a runtime: (one with a read-only mode)"
             )
+        return self._runtime_refusal(where, agent, name)
+
+    # -- the final review ----------------------------------------------------------------------
+
+    def final_runtime_name(self, phases: Iterable[Phase]) -> str | None:
+        """The final reviewer's runtime: its own, else the run's (``final_model`` says)."""
+        agent = self.agents.get(self.name)
+        if agent is not None and agent.runtime:
+            return agent.runtime
+        return self._run_runtime(phases)
+
+    def _run_runtime(self, phases: Iterable[Phase]) -> str | None:
+        """The runtime the run's agents run on: ``--maestro-runtime``, else the first phase's
+        that runs on an agent CLI; None: only shell phases."""
+        if self.settings.runtime and self.settings.runtime != "shell":
+            return self.settings.runtime
+        names = (self.resolve.runtime_name(phase) for phase in phases)
+        return next((name for name in names if name not in (None, "shell")), None)
+
+    def final_reviewer(self, phases: Sequence[Phase]) -> Reviewer | None:
+        """Who makes the final review, on which model: ``--maestro-final-review-model``, else
+        on the run's runtime ``--maestro-escalate-model`` (the most capable model the run
+        names), else the reviewer's own ``model:``, else on the run's runtime
+        ``--maestro-model``; else the CLI's default. None: it cannot be (``final_refusal``)."""
+        agent = self.agents.get(self.name)
+        name = self.final_runtime_name(phases)
+        if agent is None or name is None or name not in self.runtimes:
+            return None
+        same = name == self._run_runtime(phases)
+        settings = self.settings
+        model = settings.final_review_model or (settings.escalate_model if same else None)
+        model = model or agent.model or (settings.model if same else None)
+        minutes = agent.timeout_mins
+        timeout = minutes * 60 if minutes is not None else settings.timeout
+        return Reviewer(FINAL_MODE, agent, self.runtimes[name], model, timeout)
+
+    def final_refusal(self, phases: Sequence[Phase], where: str) -> str | None:
+        """Why the final review cannot run, in one line; None when it can. ``where``: the
+        plan, as errors name it."""
+        clash = next((p for p in phases if p.id == FINAL_NAME), None)
+        if clash is not None:
+            return (
+                f"{self.resolve.where(clash)} has the final review's name "
+                "(--maestro-final-review adds an item of that name): rename the phase"
+            )
+        head = f"{where}: --maestro-final-review"
+        agent = self.agents.get(self.name)
+        if agent is None:
+            return (
+                f"{head}: --maestro-reviewer names unknown agent {self.name!r}; "
+                f"available: {', '.join(self.agents.names())}"
+            )
+        name = self.final_runtime_name(phases)
+        if name is None:
+            return (
+                f"{head}: its reviewer {agent.name!r} names no runtime and no phase runs on an "
+                "agent CLI: give the reviewer agent a runtime: (one with a read-only mode)"
+            )
+        return self._runtime_refusal(head, agent, name)
+
+    def _runtime_refusal(self, head: str, agent: Agent, name: str) -> str | None:
         runtime = self.runtimes.get(name)
         if runtime is None:
             return (
-                f"{where}, but its reviewer {agent.name!r} needs runtime {name!r}, which no "
+                f"{head}, but its reviewer {agent.name!r} needs runtime {name!r}, which no "
                 f"installed plugin provides; available: {', '.join(sorted(self.runtimes))}"
             )
         if not getattr(runtime, "read_only", ""):
             return (
-                f"{where}, but its reviewer {agent.name!r} would run on {name!r}, which has no "
+                f"{head}, but its reviewer {agent.name!r} would run on {name!r}, which has no "
                 f"read-only mode; a reviewer runs on {', '.join(self.read_only_runtimes())}"
             )
         return None

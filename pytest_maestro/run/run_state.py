@@ -15,6 +15,7 @@ from ..state.model import Status
 from .breaker import breaker_verdict, doomed_by_failures
 
 DEFAULT_DURATION = 1.0  # seconds, for a phase never measured nor estimated
+_SAID = {Status.FAILED: "failed", Status.BLOCKED: "was blocked", Status.SKIPPED: "was skipped"}
 
 
 class RunState:
@@ -43,6 +44,8 @@ class RunState:
         # Why the selection was refused before any phase ran (``Resolver.refusal``): such a run
         # leaves the outputs of the last one as they were.
         self.refused: str | None = None
+        self.final = False  # the final review is selected
+        self.final_status: Status | None = None  # what its report said, once one came
 
     # -- what runs, in which order -------------------------------------------------------------
 
@@ -108,6 +111,33 @@ class RunState:
 
     def completed(self, phase_id: str) -> bool:
         return self.outcomes.get(phase_id) is Status.COMPLETED
+
+    def why_no_final_review(self, passed: str | None = None) -> SkipReason | None:
+        """Why the final review must not run now, or None. It reviews the plan as a whole, so
+        every phase must have completed: in this run, in an earlier one, or in the plan itself.
+        ``passed``: when a final review passed that still holds (no phase ran since)."""
+        if not self.decides:
+            return None
+        unfinished = [
+            (pid, self.outcomes.get(pid))
+            for pid in self.plan.ids
+            if not self.plan.phase(pid).done
+            and self.outcomes.get(pid) is not Status.COMPLETED
+            and pid not in self.earlier  # it stays completed, whatever this run reported of it
+        ]
+        for wanted in (Status.FAILED, Status.BLOCKED, Status.SKIPPED):
+            for pid, status in unfinished:
+                if status is wanted:
+                    return SkipReason(SkipKind.DEPENDENCY, f"phase {pid!r} {_SAID[status]}", pid)
+        for pid, _ in unfinished:
+            if pid not in self.selected:
+                text = f"phase {pid!r} was not selected and has not completed"
+                return SkipReason(SkipKind.NOT_SELECTED, text, pid)
+        if unfinished:
+            return SkipReason.stopped(f"phase {unfinished[0][0]!r} did not run")
+        if passed is not None:
+            return SkipReason(SkipKind.EARLIER, f"passed in an earlier run at {passed}")
+        return None
 
     # -- what happened -------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ _OWN_KEYS = frozenset(
     {"session_id", "task", "plan", "created", "updated", "status", "stop_reason", "current_phase"}
     | {"run_started"}
     | SESSION_FIELDS
-    | {"total_phases", "token_usage", "journal_seq", "phases"}
+    | {"total_phases", "token_usage", "journal_seq", "phases", "final_review"}
 )
 
 
@@ -190,6 +190,8 @@ def to_frontmatter(doc: SessionDoc, phases: bool = True) -> dict[str, Any]:
         token_usage=usage,
     )
     data.update(doc.extra)
+    if doc.final_review:
+        data["final_review"] = dict(doc.final_review)
     data["journal_seq"] = doc.journal_seq
     if phases:
         data["phases"] = [p.to_dict() for p in doc.phases.values()]
@@ -229,6 +231,7 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
         by_agent={str(a): Tokens.from_mapping(t, f"by_agent {a}") for a, t in by_agent.items()},
         journal_seq=f.count("journal_seq"),
         phases={p.id: p for p in phases},
+        final_review=dict(f.mapping("final_review")) or None,
         extra={k: v for k, v in data.items() if k not in _OWN_KEYS},
     )
 

@@ -220,6 +220,8 @@ def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
         doc.phases[pid] = reset_phase(doc.phases[pid], str(entry.get("reason") or ""), at)
     elif op == "stop":
         doc.status, doc.stop_reason = "stopped", str(entry.get("reason") or "")
+    elif op == "final":
+        doc.final_review = dict(Fields(entry).mapping("record")) or None
     elif op == "session":
         for key, value in Fields(entry).mapping("fields").items():
             if key in SESSION_FIELDS:

@@ -265,4 +265,7 @@ class SessionDoc:
     by_agent: dict[str, Tokens] = field(default_factory=dict)
     journal_seq: int = 0
     phases: dict[str, PhaseState] = field(default_factory=dict)
+    # The final review's base and last verdict (``review/final.py``'s ``FinalRecord``), plain:
+    # the state layer knows no reviews.
+    final_review: Mapping[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # other tools' fields, kept as they were

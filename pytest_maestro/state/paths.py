@@ -55,6 +55,11 @@ class SessionPaths:
         return self.state_dir / f"{self.name}.spend"
 
     @property
+    def final_base(self) -> Path:
+        """The final review's base outside git: the declared files' content (``review/base.py``)."""
+        return self.state_dir / f"{self.name}.base"
+
+    @property
     def summary(self) -> Path:
         return self.state_dir / SUMMARY
 
@@ -65,8 +70,8 @@ class SessionPaths:
 
     def files(self) -> tuple[Path, ...]:
         """The files this tool keeps in the state dir for this session."""
-        own = (self.snapshot, self.journal, self.lock, self.info, self.spend, self.summary)
-        return (*own, self.pacing, self.state_dir / ".gitignore")
+        own = (self.snapshot, self.journal, self.lock, self.info, self.spend, self.final_base)
+        return (*own, self.summary, self.pacing, self.state_dir / ".gitignore")
 
     def folders(self) -> tuple[Path, ...]:
         """The folders every session in the state dir shares."""

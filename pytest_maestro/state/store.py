@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -271,6 +271,10 @@ class SessionStore:
     def stop(self, reason: str) -> None:
         """The circuit breaker stopped the session: status ``stopped``, with the reason."""
         self._write({"op": "stop", "reason": reason}, now())
+
+    def set_final_review(self, record: Mapping[str, Any]) -> None:
+        """The final review's record (its base, its last verdict), in place of the last."""
+        self._write({"op": "final", "record": dict(record)}, now())
 
     def set_session(self, **fields: Any) -> None:
         """Set execution_mode (parallel|sequential), execution_backend or current_batch."""

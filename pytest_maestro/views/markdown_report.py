@@ -57,11 +57,11 @@ def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: in
     else:
         lines += ["No phase has run yet in this run.", ""]
     head = "\n".join([*lines, "## Phases", "", ""])
-    rows = table(run.rows)
+    rows = table(run.table_rows)
     if room:
         rows = _fit(rows, room - len(head.encode()) - 1)
     text = head + "\n".join(rows) + "\n"
-    reviews = review_section(run.rows)
+    reviews = review_section(run.table_rows)
     if reviews and (not room or len(text.encode()) + len(reviews.encode()) < room):
         text += "\n" + reviews
     return text
@@ -84,7 +84,8 @@ def review_section(rows: tuple[PhaseRow, ...]) -> str:
             lines.append(f"- {said}: {_cell(criterion.criterion)}{evidence}")
         for finding in review.verdict.findings if review.verdict else ():
             where = f"`{_cell(finding.where)}`: " if finding.where else ""
-            lines.append(f"- {finding.severity}: {where}{_cell(finding.issue)}")
+            named = f" (phases {', '.join(finding.phases)})" if finding.phases else ""
+            lines.append(f"- {finding.severity}: {where}{_cell(finding.issue)}{named}")
         for done in review.rounds:  # what each fix round came to, and cost with its review
             spent = f"{done.tokens.input}/{done.tokens.output} tokens, {cost_text(done.tokens)}"
             lines.append(

@@ -152,7 +152,7 @@ def summary_lines(written: Written, paths: SessionPaths, cwd: Path, width: int) 
         if path is not None
     ]
     return [
-        *text_table(written.run.rows, width),
+        *text_table(written.run.table_rows, width),
         *totals(written.run),
         *(f"{name}: {shown(path, cwd)}" for name, path in places),
         *written.problems,

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from ..review.final import FINAL_NAME, FinalRecord
 from ..review.verdict import Review
 from ..state.model import PhaseState, SessionDoc, Status, Tokens
 from ..texts import last_line
@@ -64,6 +65,12 @@ class RunView:
     critical_time: float | None
     done: frozenset[str] = frozenset()  # phases the plan marks done: as good as completed
     account_wait: float = 0.0  # seconds phases waited for the account: rate limits, call slots
+    final: PhaseRow | None = None  # the session's last final review, as a row of its own
+
+    @property
+    def table_rows(self) -> tuple[PhaseRow, ...]:
+        """The rows of a table: the phases', then the final review's."""
+        return self.rows if self.final is None else (*self.rows, self.final)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -78,7 +85,7 @@ class RunView:
 
     @property
     def spent(self) -> Tokens:
-        return sum((r.tokens for r in self.rows), Tokens())
+        return sum((r.tokens for r in self.table_rows), Tokens())
 
     @property
     def tokens(self) -> tuple[int, int, int]:
@@ -134,6 +141,36 @@ def view(
         critical_path=tuple(path),
         critical_time=critical,
         done=frozenset(done),
+        final=final_row(FinalRecord.from_mapping(doc.final_review), run_started),
+    )
+
+
+def final_row(record: FinalRecord, run_started: datetime | None) -> PhaseRow | None:
+    """The last final review as a row: ``completed`` when it passed, else ``failed``; its note
+    the first blocking finding (or why it gave no verdict), with the phases it names."""
+    review = record.review
+    if review is None:
+        return None
+    started, finished = parse_time(record.started), parse_time(record.at)
+    duration = None
+    if started is not None and finished is not None:
+        duration = max((finished - started).total_seconds(), 0.0)
+    return PhaseRow(
+        id=FINAL_NAME,
+        name="final review",
+        status="completed" if review.passed else "failed",
+        attempts=1,
+        agent=review.reviewer,
+        worker=None,
+        started=started,
+        finished=finished,
+        duration=duration,
+        tokens=review.tokens,
+        unverified=False,
+        note=review.problem or "",
+        blocked_by=(),
+        this_run=run_started is not None and started is not None and started >= run_started,
+        review=review,
     )
 
 

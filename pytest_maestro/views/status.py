@@ -22,8 +22,9 @@ FORMATS = ("text", "json")
 
 
 def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
-    """The status text and the exit code: 0 when every phase completed, 1 otherwise.
-    StateError (one line) for a session that cannot be read."""
+    """The status text and the exit code: 0 when every phase completed (and the last final
+    review, if any, passed), 1 otherwise. StateError (one line) for a session that cannot be
+    read."""
     paths = SessionPaths.for_plan(root / state_dir, plan, root)
     found = paths.snapshot.exists() or paths.journal.exists()
     try:
@@ -31,7 +32,8 @@ def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
     except OSError as error:  # a directory, no permission: what a run would say, in one line
         raise StateError(f"cannot use session {paths.snapshot}: {os_error_text(error)}") from None
     run = view(doc, datetime.now(timezone.utc), plan.ids, plan.done_ids)
-    code = 0 if run.all_completed else 1
+    final_failed = run.final is not None and run.final.status != "completed"
+    code = 0 if run.all_completed and not final_failed else 1
     if fmt == "json":
         data = {
             **summary_dict(run),
@@ -50,7 +52,7 @@ def _text(run: RunView, paths: SessionPaths) -> list[str]:
     state = f"running ({holder})" if holder else run.status
     return [
         f"maestro: {run.task} ({run.plan}), session {run.session_id}: {state}",
-        *text_table(run.rows, table_width()),
+        *text_table(run.table_rows, table_width()),
         *totals(run),
         f"session file: {paths.snapshot}",
     ]

@@ -95,6 +95,7 @@ def summary_dict(run: RunView) -> dict[str, Any]:
         "critical_path": list(run.critical_path),
         **usage(run.spent),
         "phases": [phase_dict(row) for row in run.rows],
+        "final_review": phase_dict(run.final) if run.final is not None else None,
     }
 
 

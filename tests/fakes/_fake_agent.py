@@ -274,7 +274,8 @@ class Call:
         self.prompt = prompt
         self.root = root
         self.markers = Markers.parse(prompt)
-        self.review = prompt.startswith("Review of phase")  # pytest-maestro's reviewer prompt
+        # pytest-maestro's reviewer prompts: a phase's review, or the final review of the run
+        self.review = prompt.startswith(("Review of phase", "Final review of plan"))
         global PACE
         PACE = self.markers.pace
         self.attempt = attempt_of(prompt)

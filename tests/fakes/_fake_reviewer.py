@@ -16,6 +16,20 @@ these, anywhere in the prompt:
   FAKE:REVIEW_MALFORMED_ONCE   without the JSON block, unless asked again for it
   FAKE:REVIEW_WRITE path=text  write `text` to `path` whatever the CLI's read-only mode says (a
                                reviewer that got past it), then answer as usual
+
+A prompt that starts with "Final review of plan" is the final review of a run (its prompt quotes
+every phase's task, so these markers may be in any of them). Its answer has no criteria; its
+findings name phases:
+
+  (none)                       no findings: the final review passes
+  FAKE:FINAL_BLOCKING ids where: issue
+                               a blocking finding naming the phases `ids` (comma-separated; an id
+                               the plan lacks, or `-` for none, makes the answer malformed)
+  FAKE:FINAL_BLOCKING_FIRST ids where: issue
+                               the same, in the first final review only (the calls logged in
+                               $FAKE_AGENT_STATE with MAESTRO_PHASE_ID final-review count them)
+  FAKE:FINAL_MINOR ids where: issue
+                               a minor finding naming `ids`
 """
 
 from __future__ import annotations
@@ -26,6 +40,10 @@ import re
 from pathlib import Path
 
 HEAD = "Review of phase"
+FINAL_HEAD = "Final review of plan"
+_FINAL = re.compile(
+    r"FAKE:FINAL_(BLOCKING_FIRST|BLOCKING|MINOR)[ \t]+(\S+)[ \t]+(.+)$", re.MULTILINE
+)
 ASKED_AGAIN = "## Your previous answer could not be read"
 _CRITERIA = re.compile(r"^## Criteria to judge\n((?:\d+\. .*\n?)*)", re.MULTILINE)
 _UNMET = re.compile(r"FAKE:REVIEW_UNMET=(\d+)")
@@ -45,8 +63,40 @@ def criteria(prompt: str) -> int:
     return len(re.findall(r"^\d+\. ", match.group(1), re.MULTILINE)) if match else 0
 
 
+def final_review(prompt: str) -> str:
+    """The final reviewer's answer: findings naming phases, from the FAKE:FINAL_ markers."""
+    findings = []
+    first = _final_reviews() <= 1
+    for kind, ids, text in _FINAL.findall(prompt):
+        if kind == "BLOCKING_FIRST" and not first:
+            continue
+        where, _, issue = text.partition(": ")
+        findings.append(
+            {
+                "severity": "minor" if kind == "MINOR" else "blocking",
+                "where": where if issue else "",
+                "issue": issue or where,
+                "phases": [] if ids == "-" else ids.split(","),
+            }
+        )
+    answer = {"findings": findings, "summary": "fake final review"}
+    return f"I read the whole change.\n\n```json\n{json.dumps(answer, indent=2)}\n```\n"
+
+
+def _final_reviews() -> int:
+    """How many final reviews were asked for so far, this one included."""
+    state = os.environ.get("FAKE_AGENT_STATE")
+    calls = Path(state) / "calls.jsonl" if state else None
+    if calls is None or not calls.exists():
+        return 1
+    lines = calls.read_text().splitlines()
+    return sum(json.loads(line)["phase_id"] == "final-review" for line in lines)
+
+
 def review(prompt: str, root: Path, attempt: int) -> str:
     """The reviewer's answer, after the writes it was told to make."""
+    if prompt.startswith(FINAL_HEAD):
+        return final_review(prompt)
     for path, text in _WRITE.findall(prompt):
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
