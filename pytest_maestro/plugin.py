@@ -10,14 +10,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import numbers
-from .plan import PlanError, load_graph, load_plan
-from .runtimes import BUILTIN_RUNTIMES, Runtime
+from .plan import PlanError
 from .settings import OPTIONS, Settings, SettingsError
-from .views.analysis import FORMATS as ANALYZE_FORMATS
-from .views.status import FORMATS as STATUS_FORMATS
+from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 
-if TYPE_CHECKING:  # imported where a run starts: --maestro-analyze needs none of it
+# Every pytest process imports this module, with --maestro or without, and so does every xdist
+# worker: what a run needs is imported where the run starts, and what only some runs need (a
+# plan's reading, a runtime, the scheduler, a view) where they use it.
+if TYPE_CHECKING:
     from .run.orchestrator import Role
+    from .runtimes import Runtime
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
@@ -38,6 +40,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_maestro_runtimes(config: pytest.Config) -> list[Runtime]:
     """The built-in runtimes, after any a plugin provides."""
+    from .runtimes import BUILTIN_RUNTIMES
+
     return list(BUILTIN_RUNTIMES)
 
 
@@ -113,6 +117,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("maestro"):
         sys.stderr.write("ERROR: --maestro-analyze needs the plan to analyse: --maestro PLAN\n")
         return pytest.ExitCode.USAGE_ERROR
+    from .plan import load_graph
     from .views.analysis import render
 
     try:
@@ -127,6 +132,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def show_status(config: pytest.Config) -> int:
+    from .plan import load_plan
     from .state import StateError
     from .views.status import show
 
@@ -152,6 +158,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .hooks import progress
     from .hooks.collect import ORCHESTRATOR_KEY
     from .hooks.session import MaestroSession, durations_key
+    from .plan import load_graph
     from .run.orchestrator import Orchestrator
 
     role = process_role(config)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import PlanError
 from .formats import FORMAT_NAMES, reader, readers
 from .gc_pause import paused_gc
-from .graph import PlanGraph
 from .model import Assumption, Check, Files, Phase, Plan
-from .source import Source
-from .validate import validate
+
+# Most of the package imports this one for the model; reading a plan (its source, validation,
+# the graph validation builds) is imported by the functions that read one, in the one process of
+# a run that does (xdist workers are given the plan) and not at all by pytest without --maestro.
+if TYPE_CHECKING:
+    from .graph import PlanGraph
+    from .source import Source
 
 __all__ = [
     "FORMAT_NAMES",
@@ -20,8 +25,6 @@ __all__ = [
     "Phase",
     "Plan",
     "PlanError",
-    "PlanGraph",
-    "Source",
     "detect_format",
     "load_graph",
     "load_plan",
@@ -64,6 +67,9 @@ def load_plan(path: Path | str, format: str | None = None, tag: str | None = Non
 def load_graph(path: Path | str, format: str | None = None, tag: str | None = None) -> PlanGraph:
     """``load_plan``, handing back the :class:`PlanGraph` that validation built: what uses the
     graph takes this one rather than building it again."""
+    from .source import Source
+    from .validate import validate
+
     source = Source.read(Path(path), tag)
     if format is not None and format not in FORMAT_NAMES:
         known = ", ".join(FORMAT_NAMES)
