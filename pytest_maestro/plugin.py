@@ -18,6 +18,7 @@ from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 # worker: what a run needs is imported where the run starts, and what only some runs need (a
 # plan's reading, a runtime, the scheduler, a view) where they use it.
 if TYPE_CHECKING:
+    from .plan.graph import PlanGraph
     from .run.orchestrator import Role
     from .runtimes import Runtime
 
@@ -158,13 +159,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from .hooks import progress
     from .hooks.collect import ORCHESTRATOR_KEY
     from .hooks.session import MaestroSession, durations_key
-    from .plan import load_graph
     from .run.orchestrator import Orchestrator
 
     role = process_role(config)
     try:
         settings = Settings.from_config(config)
-        graph = load_graph(settings.plan, settings.format, settings.tag)
+        graph = plan_graph(config, settings, role)
         plan = graph.plan
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
@@ -196,6 +196,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def plan_graph(config: pytest.Config, settings: Settings, role: Role) -> PlanGraph:
+    """The plan's graph: an xdist worker's from the plan its controller read and handed it (see
+    ``plan/wire.py``), any other process's from the plan file."""
+    from .plan import load_graph
+    from .plan.graph import PlanGraph
+    from .run.orchestrator import Role
+
+    if role is Role.WORKER:
+        from .hooks.xdist_hooks import given_plan
+
+        given = given_plan(config)
+        if given is not None:
+            return PlanGraph(given)
+    return load_graph(settings.plan, settings.format, settings.tag)
 
 
 def process_role(config: pytest.Config) -> Role:
