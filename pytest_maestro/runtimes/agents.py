@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import numbers
 from ..plan.errors import PlanError, quoted
 from ..plan.front_matter import FrontMatterError, load_yaml, split_front_matter
@@ -113,6 +111,8 @@ def load_agent(path: Path) -> Agent:
     except FrontMatterError as error:
         raise PlanError(f"invalid agent definition: {error.problem}", path, error.line) from None
     if front is not None and front.text.strip() and not meta:
+        import yaml  # loaded by load_yaml above, which imports it
+
         raw = yaml.safe_load(front.text)  # loaded above: only a non-mapping gives {}
         if not isinstance(raw, dict):
             raise PlanError(
