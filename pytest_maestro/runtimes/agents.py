@@ -19,7 +19,6 @@ from typing import Any
 from .. import numbers
 from ..plan.errors import PlanError, quoted
 from ..plan.front_matter import FrontMatterError, load_yaml, split_front_matter
-from ..plan.source import read_bounded
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
 MAX_AGENT_BYTES = 1024 * 1024  # a role's instructions, not a library
@@ -94,6 +93,10 @@ class AgentRegistry:
 
 
 def load_agent(path: Path) -> Agent:
+    # Imported here: plan/source.py brings the plan's Markdown structure with it, which a process
+    # reading no agent definition (an xdist worker running commands) has no other use for.
+    from ..plan.source import read_bounded
+
     raw = read_bounded(path, MAX_AGENT_BYTES, "agent definition")
     try:
         text = raw.decode("utf-8-sig").replace("\r\n", "\n")
