@@ -181,6 +181,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="maestro-startup-") as tmp:
         runs = Runs(Path(tmp), args.modules)
         env = environment(Path(tmp), not args.no_pyc)
+        load_before = os.getloadavg()[0]
         for case in cases(max(args.workers)):
             run_once(runs.project(case.files), case.args, env)  # untimed: fills the caches
         best: dict[tuple[int, str], Timing] = {}
@@ -200,6 +201,9 @@ def main() -> None:
             f"seconds, best of {args.repeat}; {ITEMS} trivial tests against {ITEMS} phases; "
             f"{compiled}"
         )
+        # Other work on the machine slows the workers' start most: figures taken under a load
+        # above the cores' count say more about that load than about either case.
+        print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
         print(f"{'':14} {'plain':>6} {'maestro':>8} {'added':>6}")
         for workers in args.workers:
             plain, maestro = best[workers, "plain"], best[workers, "maestro"]
@@ -216,7 +220,7 @@ def main() -> None:
                 label = ""
         print(
             f"import pytest in a fresh interpreter: {bare:.3f} s; with pytest_maestro.plugin: "
-            f"{plugin:.3f} s (+{(plugin - bare) * 1000:.0f} ms, paid by every process)"
+            f"{plugin:.3f} s ({(plugin - bare) * 1000:+.0f} ms, paid by every process)"
         )
         if args.modules and last:
             added_modules = worker_modules(last["maestro"]) - worker_modules(last["plain"])
