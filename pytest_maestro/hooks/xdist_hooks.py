@@ -1,7 +1,7 @@
 """Hooks that exist only when pytest-xdist is installed; registered by ``plugin.py`` then.
 
-A worker registers them too, and runs none but ``given_plan``'s reading: the scheduler is
-imported by the controller's hooks that use it."""
+A worker registers them too, though only the controller calls them: the scheduler is imported by
+the hooks that use it. ``given_plan`` is the worker's side of ``pytest_configure_node``."""
 
 from __future__ import annotations
 
