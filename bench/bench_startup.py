@@ -202,8 +202,9 @@ def main() -> None:
             f"{compiled}"
         )
         # Other work on the machine slows the workers' start most: figures taken under a load
-        # above the cores' count say more about that load than about either case.
-        print(f"load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f}")
+        # above the cores' count say more about that load than about either case. (Taken before
+        # the runs: during them, the load is mostly theirs.)
+        print(f"load average before the runs: {load_before:.2f} on {os.cpu_count()} cores")
         print(f"{'':14} {'plain':>6} {'maestro':>8} {'added':>6}")
         for workers in args.workers:
             plain, maestro = best[workers, "plain"], best[workers, "maestro"]
