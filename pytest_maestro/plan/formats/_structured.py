@@ -3,7 +3,8 @@
 ``parse_json`` and ``parse_yaml`` read a :class:`~pytest_maestro.plan.source.Source` and return a
 :class:`Document`: the parsed data and, for every path into it (``("phases", 2, "timeout")``), the
 line where that value starts — for a mapping member, the line of its key. Syntax errors and
-duplicate keys become :class:`PlanError` with a line.
+duplicate keys become :class:`PlanError` with a line. YAML is parsed in ``_yaml_lines``, which
+only a YAML plan imports.
 """
 
 from __future__ import annotations
