@@ -1,6 +1,17 @@
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
+
+import pytest_maestro
+
+# Every module of the package, imported once here, before pytester snapshots sys.modules: the
+# plugin imports most of them only where a run uses them, and an in-process run forgets what it
+# imported, so each run would import them again (and, without bytecode caches, compile them).
+for _module in pkgutil.walk_packages(pytest_maestro.__path__, "pytest_maestro."):
+    importlib.import_module(_module.name)
 
 pytest_plugins = ["pytester"]
 # Projects the example plans build, with their own tests: copied into a tmp dir to run, never here.

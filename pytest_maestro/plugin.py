@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import numbers
-from .plan import PlanError, load_graph, load_plan
-from .runtimes import BUILTIN_RUNTIMES, Runtime
+from .plan import PlanError
 from .settings import OPTIONS, Settings, SettingsError
-from .views.analysis import FORMATS as ANALYZE_FORMATS
-from .views.status import FORMATS as STATUS_FORMATS
+from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 
-if TYPE_CHECKING:  # imported where a run starts: --maestro-analyze needs none of it
+# Every pytest process imports this module, with --maestro or without, and so does every xdist
+# worker: what a run needs is imported where the run starts, and what only some runs need (a
+# plan's reading, a runtime, the scheduler, a view) where they use it.
+if TYPE_CHECKING:
+    from .plan.graph import PlanGraph
     from .run.orchestrator import Role
+    from .runtimes import Runtime
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
 ANALYZE_HELP = (
@@ -38,6 +41,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_maestro_runtimes(config: pytest.Config) -> list[Runtime]:
     """The built-in runtimes, after any a plugin provides."""
+    from .runtimes import BUILTIN_RUNTIMES
+
     return list(BUILTIN_RUNTIMES)
 
 
@@ -113,6 +118,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("maestro"):
         sys.stderr.write("ERROR: --maestro-analyze needs the plan to analyse: --maestro PLAN\n")
         return pytest.ExitCode.USAGE_ERROR
+    from .plan import load_graph
     from .views.analysis import render
 
     try:
@@ -127,6 +133,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def show_status(config: pytest.Config) -> int:
+    from .plan import load_plan
     from .state import StateError
     from .views.status import show
 
@@ -157,7 +164,7 @@ def pytest_configure(config: pytest.Config) -> None:
     role = process_role(config)
     try:
         settings = Settings.from_config(config)
-        graph = load_graph(settings.plan, settings.format, settings.tag)
+        graph = plan_graph(config, settings, role)
         plan = graph.plan
         root = project_root(config, settings.root, plan.root, plan.path)
         state_dir_inside(root, settings.state_dir)
@@ -189,6 +196,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def plan_graph(config: pytest.Config, settings: Settings, role: Role) -> PlanGraph:
+    """The plan's graph: an xdist worker's from the plan its controller read and handed it (see
+    ``plan/wire.py``), any other process's from the plan file."""
+    from .plan import load_graph
+    from .plan.graph import PlanGraph
+    from .run.orchestrator import Role
+
+    if role is Role.WORKER:
+        from .hooks.xdist_hooks import given_plan
+
+        given = given_plan(config)
+        if given is not None:
+            return PlanGraph(given)
+    return load_graph(settings.plan, settings.format, settings.tag)
 
 
 def process_role(config: pytest.Config) -> Role:

@@ -20,7 +20,6 @@ from ..review.final import FINAL_NAME
 from ..run.orchestrator import Orchestrator
 from ..state import StateError, Status
 from ..texts import table_width
-from ..views.outputs import summary_lines
 from . import junit
 from .collect import SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
 from .final import FinalReports
@@ -198,7 +197,9 @@ class MaestroSession:
         written = self.maestro.life.written
         if written is not None or self.maestro.life.notes:
             terminalreporter.section("maestro", sep="-")
-        if written is not None:
+        if written is not None:  # in the process that decides, which wrote the outputs
+            from ..views.outputs import summary_lines
+
             cwd = self.config.invocation_params.dir
             for line in summary_lines(written, self.maestro.paths, cwd, table_width()):
                 terminalreporter.line(line)

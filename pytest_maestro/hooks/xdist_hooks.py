@@ -1,23 +1,54 @@
-"""Hooks that exist only when pytest-xdist is installed; registered by ``plugin.py`` then."""
+"""Hooks that exist only when pytest-xdist is installed; registered by ``plugin.py`` then.
+
+A worker registers them too, though only the controller calls them: the scheduler is imported by
+the hooks that use it. ``given_plan`` is the worker's side of ``pytest_configure_node``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._compat import crashed_worker_id
+from .._compat import WorkerController, crashed_worker_id
 from ..phase.facts import PhaseFacts, iso_time
+from ..plan.wire import plan_from_wire, plan_to_wire
 from ..state.model import Status
+from .collect import ORCHESTRATOR_KEY
 from .nodeids import phase_id
-from .scheduler import DependencyScheduling, make_scheduler
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from .scheduler import DependencyScheduling
+
+# The plan as the controller read it, in each worker's ``workerinput``; and that text, made once.
+PLAN_INPUT = "maestro_plan"
+_PLAN_TEXT = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:
+    from .scheduler import make_scheduler
+
     return make_scheduler(config, log)
+
+
+def pytest_configure_node(node: WorkerController) -> None:
+    """Hand each worker the plan this process read (see ``plan/wire.py`` for why)."""
+    config = node.config
+    maestro = config.stash.get(ORCHESTRATOR_KEY, None)
+    if maestro is None:
+        return
+    if _PLAN_TEXT not in config.stash:
+        config.stash[_PLAN_TEXT] = plan_to_wire(maestro.plan)
+    node.workerinput[PLAN_INPUT] = config.stash[_PLAN_TEXT]
+
+
+def given_plan(config: pytest.Config) -> Plan | None:
+    """On an xdist worker, the plan its controller read and handed it; None elsewhere."""
+    text = getattr(config, "workerinput", {}).get(PLAN_INPUT)
+    return plan_from_wire(text) if isinstance(text, str) else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -28,6 +59,8 @@ def pytest_handlecrashitem(
     again (``sched.mark_test_pending``, as xdist documents). Then, unless one did, the phase
     failed, and xdist's report of it, which carries no facts, gets the ones the session state and
     the JUnit file need (the phase failed, where, when, why)."""
+    from .scheduler import DependencyScheduling
+
     try:
         return (yield)
     finally:

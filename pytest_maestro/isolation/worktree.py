@@ -33,6 +33,7 @@ from ..git import (
     snapshot_tree,
 )
 from ..state.paths import SessionPaths, file_stem
+from . import IsolationError
 from .kept import Keeper
 from .locks import held, state_lock
 from .shared_config import put_back_config, save_config
@@ -53,10 +54,6 @@ from .shared_refs import (
 UNDER_WAY = "MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply sequencer"
 ADD_TRIES = 3
 KEPT_REF = "taken off the refs your worktrees share and kept as "
-
-
-class IsolationError(Exception):
-    """Isolation cannot be used or a worktree cannot be made: one line for the user."""
 
 
 @dataclass(frozen=True)

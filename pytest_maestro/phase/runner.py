@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..files.declared import FileSnapshot, OutsideRoot, file_problems
 from ..files.putback import Restored, RestoreError, keep_aside
 from ..git import GitError, changed_files, changed_since
-from ..isolation.merge import UNDOES, merge_back, scope, undoes
-from ..isolation.worktree import Isolation, IsolationError, Workspace
+from ..isolation import IsolationError
 from ..plan import Phase, Plan
 from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
 from ..processes.process import LOG_LIMIT, PhaseLog, run_process
@@ -33,6 +33,10 @@ from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .review import PhaseReview, Scene
 from .rounds import FixRound
 from .slots import AccountSlots
+
+if TYPE_CHECKING:  # the functions that bring an isolated phase back import the merge: a run
+    # without --maestro-isolate needs none of it
+    from ..isolation.worktree import Isolation, Workspace
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,8 @@ class PhaseRunner:
         self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
     ) -> PhaseOutcome:
         """A passed phase's changes merged into the user's tree; anything else kept."""
+        from ..isolation.merge import merge_back
+
         cfg = self.config
         lines: list[str] = []
         why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
@@ -396,6 +402,8 @@ class PhaseRunner:
 def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
     """The worktree's changes outside the phase's declared files, or undoing the user's work,
     as a file problem."""
+    from ..isolation.merge import UNDOES, scope, undoes
+
     try:
         tree = space.snapshot(force=phase.files.all())
         inside, outside = scope(phase, space.changed(tree), space.isolation.prefix)

@@ -12,21 +12,23 @@ account".
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from ..scheduling.pacing import Decision, Pacer
 from ..state.aside import into_archive
 from ..state.lock import process_exists
 from ..state.paths import SessionPaths
 from ..texts import duration_text
+
+if TYPE_CHECKING:
+    import filelock
 
 POLL = 0.02  # seconds between two questions of a waiting call (a read, most of them)
 LOCK_TIMEOUT = 60.0
@@ -65,7 +67,14 @@ class AccountSlots:
         self.clock = clock
         self.sleep = sleep
         self.notes: list[str] = []  # what the file's readers found wrong, said once
-        self._lock = filelock.FileLock(
+
+    @functools.cached_property
+    def _lock(self) -> filelock.BaseFileLock:
+        # Made at the first question, with filelock (which imports asyncio) imported then: every
+        # process has the account's slots, and one that runs only commands never asks.
+        import filelock
+
+        return filelock.FileLock(
             str(self.path.with_name(f".{self.path.name}.lock")), timeout=LOCK_TIMEOUT
         )
 

@@ -8,16 +8,20 @@ of the file the block starts on, so the boundary is matched here and the lines c
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
 
-from .yaml_loader import safe_load
+@functools.cache
+def _delimiter() -> re.Pattern[str]:
+    # Imported on first use: python-frontmatter imports PyYAML, which a process that splits no
+    # frontmatter (an xdist worker running commands) need not load.
+    from frontmatter.default_handlers import YAMLHandler
 
-_DELIMITER: re.Pattern[str] = YAMLHandler.FM_BOUNDARY
+    pattern: re.Pattern[str] = YAMLHandler.FM_BOUNDARY
+    return pattern
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,13 @@ class FrontMatter:
 
 def split_front_matter(text: str) -> FrontMatter | None:
     """The block between a delimiter line that opens ``text`` and the next one, or None."""
-    opening = _DELIMITER.match(text)
+    if not text.startswith("---"):  # what any match of the delimiter at the start begins with
+        return None
+    delimiter = _delimiter()
+    opening = delimiter.match(text)
     if opening is None:
         return None
-    closing = _DELIMITER.search(text, opening.end())
+    closing = delimiter.search(text, opening.end())
     if closing is None:
         return None
     end = closing.start()
@@ -60,6 +67,10 @@ class FrontMatterError(ValueError):
 
 def load_yaml(block: FrontMatter) -> dict[str, Any]:
     """The block as YAML, ``{}`` when that is not a mapping; raises :class:`FrontMatterError`."""
+    import yaml  # with the first frontmatter loaded: see _delimiter
+
+    from .yaml_loader import safe_load
+
     try:
         data = safe_load(block.text)
     except yaml.MarkedYAMLError as exc:

@@ -14,13 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .blocks import Blocks, ListItem, parse_blocks
 from .blocks import Line as Line  # re-exported: the readers name lines with it
 from .errors import PlanError
 from .front_matter import FrontMatter, split_front_matter
-from .yaml_loader import FastSafeLoader
 
 _HUGE_NUMBER = re.compile(r"\d{4000,}")
 
@@ -143,6 +140,12 @@ class Source:
     @cached_property
     def yaml_data(self) -> Any:
         """The YAML data, or None when the text is not YAML: for ``detect``."""
+        # Imported here: only a document that neither its name nor its first character shows
+        # to be JSON, YAML or Markdown needs PyYAML to be told.
+        import yaml
+
+        from .yaml_loader import FastSafeLoader
+
         try:
             return yaml.load(self.text, FastSafeLoader)
         except (yaml.YAMLError, RecursionError):

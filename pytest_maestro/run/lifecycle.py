@@ -10,9 +10,10 @@ import signal
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..git import commit
-from ..isolation.worktree import Isolation, IsolationError
+from ..isolation import IsolationError
 from ..phase.budget import Budget
 from ..phase.facts import PhaseFacts
 from ..phase.slots import AccountSlots
@@ -28,10 +29,16 @@ from ..state import SessionPaths, StateError, Status
 from ..state.aside import move_aside
 from ..state.model import PhaseState, now
 from ..texts import os_error_text
-from ..views.outputs import Written, write_outputs
 from ..views.rows import parse_time
-from .recorder import Recorder
 from .run_state import RunState
+
+# Every process of a run has a Lifecycle, but only the one that decides opens the session and
+# writes the outputs, and only a run with --maestro-isolate isolates: what only those do is
+# imported where they do it, so an xdist worker imports none of it.
+if TYPE_CHECKING:
+    from ..isolation.worktree import Isolation
+    from ..views.outputs import Written
+    from .recorder import Recorder
 
 
 class Lifecycle:
@@ -58,6 +65,8 @@ class Lifecycle:
         return RunBase(self.root, self.paths, declared)
 
     def _isolation(self) -> Isolation:
+        from ..isolation.worktree import Isolation
+
         include = (*self.plan.isolate_include, *self.settings.include)
         try:
             return Isolation.for_root(self.root, self.paths, include)
@@ -68,6 +77,8 @@ class Lifecycle:
 
     def open(self, parallel: bool) -> None:
         """Lock and resume the plan's session; StateError when it cannot be used."""
+        from .recorder import Recorder
+
         if self.settings.fresh:  # whatever is in the way of a new session goes aside
             try:
                 self.notes += move_aside(self.paths)
@@ -192,6 +203,8 @@ class Lifecycle:
                 self.notes.append(f"{lagged}; its journal kept every change")
         finally:  # a fold the disk refused still leaves the run's outputs, from memory
             if outputs:
+                from ..views.outputs import write_outputs
+
                 report = Path(self.settings.report) if self.settings.report else None
                 final = recorder.store.document()
                 ids, done = self.plan.ids, self.plan.done_ids

@@ -26,7 +26,6 @@ from ..plan.paths import real_paths
 from ..review.final import FinalRecord
 from ..review.verdict import Review
 from ..runtimes import Runtime
-from ..runtimes.agents import AgentRegistry
 from ..settings import Settings
 from ..state import SessionPaths, StateError, read_session
 from ..texts import os_error_text
@@ -69,8 +68,9 @@ class Orchestrator:
         declared = (path for phase in plan.phases for path in (*phase.files.all(), *phase.reads))
         self.graph = graph.with_aliases(real_paths(root, declared))
         self.paths = SessionPaths.for_plan(root / settings.state_dir, plan, root)
-        agents = AgentRegistry.load(_unique(agent_dirs))
-        self.resolve = Resolver(settings, self.graph, root, agents, dict(runtimes))
+        self.resolve = Resolver(settings, self.graph, root, _unique(agent_dirs), dict(runtimes))
+        if role.decides:  # a worker reads them when a phase first names an agent
+            self.resolve.agents  # noqa: B018 - raises PlanError for a malformed definition here
         self.run = RunState(
             self.graph,
             decides=role.decides,

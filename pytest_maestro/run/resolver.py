@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from ..plan import Phase
@@ -32,16 +33,23 @@ class Resolver:
         settings: Settings,
         graph: PlanGraph,
         root: Path,
-        agents: AgentRegistry,
+        agent_dirs: Sequence[Path],
         runtimes: Mapping[str, Runtime],
     ) -> None:
         self.settings = settings
         self.graph = graph
         self.plan = graph.plan
         self.root = root
-        self.agents = agents
+        self.agent_dirs = agent_dirs  # where agent definitions are looked for, first found first
         self.runtimes = runtimes
-        self.reviewers = Reviewers(settings, agents, runtimes, self)
+        self.reviewers = Reviewers(settings, lambda: self.agents, runtimes, self)
+
+    @cached_property
+    def agents(self) -> AgentRegistry:
+        """The agent definitions, read when a phase's agent is first asked for: a plan whose
+        phases name none (an xdist worker running its commands) reads none. PlanError names a
+        malformed one."""
+        return AgentRegistry.load(self.agent_dirs)
 
     def where(self, phase: Phase) -> str:
         return f"{location(self.plan.path, phase.line)}: phase {phase.id!r}"

@@ -9,7 +9,7 @@ else on the phase's, and on its own ``model:``, else, on the phase's runtime, on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ..phase.review import Reviewer
@@ -40,15 +40,19 @@ class Reviewers:
     def __init__(
         self,
         settings: Settings,
-        agents: AgentRegistry,
+        agents: Callable[[], AgentRegistry],
         runtimes: Mapping[str, Runtime],
         resolve: Resolves,
     ) -> None:
         self.settings = settings
-        self.agents = agents
+        self._agents = agents  # read when a reviewer is first asked for, as the resolver's are
         self.runtimes = runtimes
         self.resolve = resolve
         self.name = settings.reviewer or DEFAULT_REVIEWER
+
+    @property
+    def agents(self) -> AgentRegistry:
+        return self._agents()
 
     def mode(self, phase: Phase) -> str:
         """``none``, ``spec`` or ``spec+quality``."""

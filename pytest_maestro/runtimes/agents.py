@@ -16,13 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import numbers
 from ..plan.errors import PlanError, quoted
 from ..plan.front_matter import FrontMatterError, load_yaml, split_front_matter
 from ..plan.model import REVIEW_MODES
-from ..plan.source import read_bounded
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_agents"
 MAX_AGENT_BYTES = 1024 * 1024  # a role's instructions, not a library
@@ -98,6 +95,10 @@ class AgentRegistry:
 
 
 def load_agent(path: Path) -> Agent:
+    # Imported here: plan/source.py brings the plan's Markdown structure with it, which a process
+    # reading no agent definition (an xdist worker running commands) has no other use for.
+    from ..plan.source import read_bounded
+
     raw = read_bounded(path, MAX_AGENT_BYTES, "agent definition")
     try:
         text = raw.decode("utf-8-sig").replace("\r\n", "\n")
@@ -115,6 +116,8 @@ def load_agent(path: Path) -> Agent:
     except FrontMatterError as error:
         raise PlanError(f"invalid agent definition: {error.problem}", path, error.line) from None
     if front is not None and front.text.strip() and not meta:
+        import yaml  # loaded by load_yaml above, which imports it
+
         raw = yaml.safe_load(front.text)  # loaded above: only a non-mapping gives {}
         if not isinstance(raw, dict):
             raise PlanError(

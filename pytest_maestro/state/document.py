@@ -12,10 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import yaml
-
 from ..plan.front_matter import split_front_matter
-from ..plan.yaml_loader import FastSafeLoader
 from ..texts import one_line
 from .fields import Fields
 from .model import (
@@ -237,6 +234,12 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
 
 
 def parse_session(text: str, source: str) -> SessionDoc:
+    # PyYAML is imported by what reads a session file, not by every process that has the model:
+    # an xdist worker running commands reads none.
+    import yaml
+
+    from ..plan.yaml_loader import FastSafeLoader
+
     front = split_front_matter(text.removeprefix("\ufeff"))
     if front is None:
         raise SessionCorrupt(f"{source}: no frontmatter between '---' lines")

@@ -7,12 +7,15 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-
-import filelock
+from typing import TYPE_CHECKING
 
 from .journal import atomic_write, fsync_dir
 from .model import StateError, now
 from .paths import SessionPaths
+
+if TYPE_CHECKING:  # filelock imports asyncio: imported by acquire, which only the process that
+    # decides calls, not by whatever needs process_exists
+    import filelock
 
 
 class SessionBusy(StateError):
@@ -26,6 +29,8 @@ def prepare_dir(state_dir: Path) -> None:
 
 
 def acquire(paths: SessionPaths, plan: str) -> filelock.BaseFileLock:
+    import filelock
+
     lock = filelock.FileLock(str(paths.lock), timeout=0)
     try:
         lock.acquire(timeout=0)

@@ -8,9 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from ..plan.graph import PlanGraph
 from .document import Renderer, Report
@@ -33,6 +31,9 @@ from .model import (
 from .paths import SessionPaths, plan_relpath
 from .resume import CHANGED, INTERRUPTED, Interrupted, load, reconcile
 from .transitions import check_transition
+
+if TYPE_CHECKING:  # the lock is made by lock.acquire
+    import filelock
 
 # The journal is folded into the snapshot past this many entries per phase (and at least
 # _MIN_JOURNAL): a snapshot costs O(phases), so its share of each transition stays constant.

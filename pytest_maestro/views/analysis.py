@@ -12,9 +12,9 @@ from typing import Any
 from ..plan.gc_pause import paused_gc
 from ..plan.graph import Chunk, PlanGraph, wave_overlap
 from ..plan.model import Phase, Plan
+from .formats import ANALYZE_FORMATS as FORMATS
 from .mermaid import mermaid_id, mermaid_label
 
-FORMATS = ("text", "json", "mermaid")
 _ENCODER = json.JSONEncoder(
     ensure_ascii=False
 )  # one encoder: json.dumps(**options) builds one per call

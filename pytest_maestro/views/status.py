@@ -18,8 +18,6 @@ from .markdown_report import totals
 from .rows import RunView, view
 from .summary import summary_dict, text_table
 
-FORMATS = ("text", "json")
-
 
 def show(plan: Plan, root: Path, state_dir: str, fmt: str) -> tuple[str, int]:
     """The status text and the exit code: 0 when every phase completed (and the last final

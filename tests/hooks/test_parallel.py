@@ -146,6 +146,23 @@ def test_one_phase_on_four_workers_completes(pytester: pytest.Pytester) -> None:
     assert set(spans(pytester.path)) == {"only"}
 
 
+def test_workers_run_the_plan_the_controller_read(pytester: pytest.Pytester) -> None:
+    """A worker is given the plan, not told to read it again: here the file is no plan any more
+    by the time the workers start, and they run what the controller read."""
+    write_plan(pytester, [timed("a", 0.1), timed("b", 0.1, blocked_by=["a"])])
+    pytester.makeconftest(
+        """
+        from pathlib import Path
+
+        def pytest_configure_node(node):
+            Path("plan.yaml").write_text("not a plan any more")
+        """
+    )
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "2")
+    result.assert_outcomes(passed=2)
+    assert set(spans(pytester.path)) == {"a", "b"}
+
+
 def test_exclusive_phase_runs_alone(pytester: pytest.Pytester) -> None:
     write_plan(
         pytester,

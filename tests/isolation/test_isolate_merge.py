@@ -13,8 +13,9 @@ import pytest
 
 from pytest_maestro.files import swap
 from pytest_maestro.files.declared import FileSnapshot, remove_tree
+from pytest_maestro.isolation import IsolationError
 from pytest_maestro.isolation.merge import merge_back, scope
-from pytest_maestro.isolation.worktree import Isolation, IsolationError, Workspace
+from pytest_maestro.isolation.worktree import Isolation, Workspace
 from pytest_maestro.plan import Files, Phase
 from pytest_maestro.state import SessionPaths
 

@@ -18,8 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pytest_maestro.plan import Assumption, Check, Files, Phase, PlanError, detect_format, load_plan
-from pytest_maestro.plan.formats import BY_NAME, design_v2, maestro_json, native
+from pytest_maestro.plan import (
+    Assumption,
+    Check,
+    Files,
+    Phase,
+    PlanError,
+    detect_format,
+    formats,
+    load_plan,
+)
+from pytest_maestro.plan.formats import design_v2, maestro_json, native
 from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
 from pytest_maestro.plan.formats._schema_errors import SchemaValidator
 from pytest_maestro.plan.formats._structured import parse_json
@@ -444,7 +453,7 @@ def test_detection_and_reading_decode_the_json_once(
 
     monkeypatch.setattr(json, "loads", counting_loads)
     source = Source.read(write(tmp_path, name, text))
-    plan = BY_NAME[detect_format(source)].read(source)
+    plan = formats.reader(detect_format(source)).read(source)
     # (native's read also decodes its schema, once per process)
     assert plan.phases and decoded.count(source.text) == 1
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_maestro.plan import NOT_A_PLAN, PlanError, detect_format, load_plan
+from pytest_maestro.plan import PlanError, detect_format, load_plan, not_a_plan
 from pytest_maestro.plan.formats import maestro_md, numbered, speckit, steps, superpowers, tasklist
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
@@ -164,9 +164,9 @@ def test_a_checklist_is_not_a_task_list(tmp_path: Path) -> None:
     )
     with pytest.raises(PlanError) as error:
         load_plan(path)
-    assert str(error.value) == f"{path}: {NOT_A_PLAN}"
-    assert "speckit (- [ ] T001 checkboxes)" in NOT_A_PLAN
-    assert "kiro (- [ ] 1.1 checkboxes)" in NOT_A_PLAN
+    assert str(error.value) == f"{path}: {not_a_plan()}"
+    assert "speckit (- [ ] T001 checkboxes)" in not_a_plan()
+    assert "kiro (- [ ] 1.1 checkboxes)" in not_a_plan()
 
 
 def test_forcing_an_old_reader_on_speckit_is_refused() -> None:
@@ -332,11 +332,19 @@ def test_taskmaster_details_and_test_strategy_go_to_the_prompt() -> None:
 
 
 def test_the_readers_are_registered_in_detection_order() -> None:
-    from pytest_maestro.plan.formats import READERS
+    from pytest_maestro.plan.formats import readers
 
-    names = [reader.NAME for reader in READERS]
+    names = [reader.NAME for reader in readers()]
     assert names.index("taskmaster") < names.index("native")
     assert names[-2:] == [speckit.NAME, numbered.NAME]
+
+
+def test_each_format_is_registered_under_its_readers_name() -> None:
+    """The registry names each reader without importing it: the names must be the readers'."""
+    from pytest_maestro.plan import FORMAT_NAMES
+    from pytest_maestro.plan.formats import reader
+
+    assert [reader(name).NAME for name in FORMAT_NAMES] == list(FORMAT_NAMES)
 
 
 # -- a run --------------------------------------------------------------------------------------

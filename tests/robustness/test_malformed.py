@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_maestro.plan import NOT_A_PLAN, PlanError, load_plan, paused_gc
+from pytest_maestro.plan import PlanError, load_plan, not_a_plan, paused_gc
 from pytest_maestro.plan.validate import _may_be_absolute
 
 from ..helpers import REPO
@@ -127,7 +127,7 @@ CASES = [
         "markdown-without-phases",
         "plan.md",
         "# Meeting notes\n\nWe talked about the weather.\n",
-        ": " + NOT_A_PLAN,
+        ": " + not_a_plan(),
     ),
     Case(
         "other-json-schema",

@@ -15,7 +15,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...texts import escaped
+
 DataPath = tuple[Any, ...]  # keys (str) and list indices (int) from the document's root
+
+
+def path_text(at: DataPath) -> str:
+    """``("acceptance", 0, "check")`` as ``acceptance[0].check``."""
+    text = ""
+    for part in at:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + escaped(str(part))
+    return text
+
+
+def key_text(member: DataPath) -> str:
+    """A mapping member's path as a duplicate key's message quotes it."""
+    return "'" + path_text(member) + "'"
 
 
 class _LinesUnder(Mapping[DataPath, int]):

@@ -22,11 +22,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema
-
 from ...texts import escaped
 from ..errors import PlanError
-from ._structured import DataPath, Document, describe, path_text
+from ._json_lines import DataPath, path_text
+from ._structured import Document, describe
 
 _TYPE_WORDS = {
     "string": "a string",
@@ -44,14 +43,18 @@ class SchemaValidator:
     instance that fastjsonschema finds invalid."""
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
+        # Imported here, not with the readers: detecting a plan's format needs no schema.
+        import fastjsonschema
+
         self._schema = schema
         # use_default=False: a schema's default values must not be written into the plan.
         self._check = fastjsonschema.compile(dict(schema), use_default=False, use_formats=False)
+        self._invalid = fastjsonschema.JsonSchemaValueException
 
     def is_valid(self, instance: Any) -> bool:
         try:
             self._check(instance)
-        except fastjsonschema.JsonSchemaValueException:
+        except self._invalid:
             return False
         return True
 

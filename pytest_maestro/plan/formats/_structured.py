@@ -3,24 +3,20 @@
 ``parse_json`` and ``parse_yaml`` read a :class:`~pytest_maestro.plan.source.Source` and return a
 :class:`Document`: the parsed data and, for every path into it (``("phases", 2, "timeout")``), the
 line where that value starts — for a mapping member, the line of its key. Syntax errors and
-duplicate keys become :class:`PlanError` with a line.
+duplicate keys become :class:`PlanError` with a line. YAML is parsed in ``_yaml_lines``, which
+only a YAML plan imports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ...texts import escaped, one_line
 from ..errors import PlanError
 from ..source import Source
-from ..yaml_loader import WITH_LIBYAML, CheckedSafeLoader, FastSafeLoader
 from ._json_lines import DataPath as DataPath  # re-exported: the readers name paths with it
-from ._json_lines import JsonLines, scan_lines
+from ._json_lines import JsonLines, key_text, scan_lines
 
 STRUCTURED_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
 
@@ -64,7 +60,7 @@ def parse_json(source: Source) -> Document:
         duplicate = scan_lines(text)[1]
         if duplicate is not None:
             member, line = duplicate
-            raise PlanError(f"duplicate key {_key_text(member)}", path, line)
+            raise PlanError(f"duplicate key {key_text(member)}", path, line)
     # Only the null literal makes a None: without it, readers need not look for any.
     return Document(decoded.data, JsonLines(text), may_hold_nulls="null" in text)
 
@@ -73,98 +69,11 @@ def parse_json(source: Source) -> Document:
 
 
 def parse_yaml(source: Source) -> Document:
-    text, path = source.text, source.path
-    try:
-        return _compose_yaml(text, path)
-    except yaml.reader.ReaderError as exc:
-        line = text[: exc.position].count("\n") + 1
-        raise PlanError(
-            f"YAML error: {one_line(exc.reason)} (character #x{exc.character:04x})", path, line
-        ) from None
-    except yaml.constructor.ConstructorError as exc:
-        raise PlanError(
-            f"YAML error: {one_line(exc.problem or '')}", path, _yaml_line(exc)
-        ) from None
-    except yaml.MarkedYAMLError as exc:
-        raise PlanError(_yaml_message(exc), path, _yaml_line(exc)) from None
-    except yaml.YAMLError as exc:
-        raise PlanError(f"YAML error: {one_line(str(exc))}", path) from None
-    except RecursionError:
-        raise PlanError("YAML is nested too deeply", path) from None
+    # Imported here: PyYAML costs every process that imports the readers, and only a YAML plan
+    # needs it (a JSON plan, the detection of any plan, an xdist worker given the plan: none).
+    from ._yaml_lines import compose
 
-
-def _compose_yaml(text: str, path: Path) -> Document:
-    try:
-        return _compose_yaml_with(FastSafeLoader, text, path)
-    except yaml.YAMLError:
-        if not WITH_LIBYAML:
-            raise
-    # libyaml words the error differently and counts in bytes: say it as SafeLoader does.
-    return _compose_yaml_with(CheckedSafeLoader, text, path)
-
-
-def _compose_yaml_with(loader_class: Any, text: str, path: Path) -> Document:
-    loader: yaml.SafeLoader = loader_class(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-        lines: dict[DataPath, int] = {(): 1}
-        if node is not None:
-            _node_lines(loader, node, (), lines, path, set())
-        return Document(data, lines)
-    finally:
-        loader.dispose()
-
-
-def _node_lines(
-    loader: yaml.SafeLoader,
-    node: yaml.Node,
-    at: DataPath,
-    lines: dict[DataPath, int],
-    path: Path,
-    seen: set[int],
-) -> None:
-    # Aliases reuse nodes: walk each node once, which also stops recursive anchors.
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        keys: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = _yaml_key(loader, key_node)
-            member = (*at, key)
-            line = key_node.start_mark.line + 1
-            if key in keys and key != "<<":
-                raise PlanError(f"duplicate key {_key_text(member)}", path, line)
-            keys.add(key)
-            lines.setdefault(member, line)
-            _node_lines(loader, value_node, member, lines, path, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            item_path = (*at, index)
-            lines.setdefault(item_path, item.start_mark.line + 1)
-            _node_lines(loader, item, item_path, lines, path, seen)
-
-
-def _yaml_key(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    """The key as the constructed data holds it (``1:`` is the int 1), so error paths match."""
-    if not isinstance(node, yaml.ScalarNode):
-        return id(node)  # a complex key: never matches a path, but stays unique
-    try:
-        return loader.construct_object(node, deep=True)
-    except yaml.YAMLError:
-        return node.value
-
-
-def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
-    problem = one_line(exc.problem or "invalid YAML")
-    context = f" ({one_line(exc.context)})" if exc.context else ""
-    return f"YAML syntax error: {problem}{context}"
-
-
-def _yaml_line(exc: yaml.MarkedYAMLError) -> int | None:
-    mark = exc.problem_mark or exc.context_mark
-    return mark.line + 1 if mark is not None else None
+    return Document(*compose(source.text, source.path))
 
 
 # --- phase ids ---------------------------------------------------------------------------
@@ -188,21 +97,6 @@ def id_text(value: str | int | float) -> str:
 
 
 # --- shared wording --------------------------------------------------------------------------
-
-
-def _key_text(member: DataPath) -> str:
-    return "'" + path_text(member) + "'"
-
-
-def path_text(at: DataPath) -> str:
-    """``("acceptance", 0, "check")`` as ``acceptance[0].check``."""
-    text = ""
-    for part in at:
-        if isinstance(part, int) and not isinstance(part, bool):
-            text += f"[{part}]"
-        else:
-            text += ("." if text else "") + escaped(str(part))
-    return text
 
 
 def describe(value: Any) -> str:

@@ -1,0 +1,72 @@
+"""What a process imports to start: pytest where the plugin is installed, with or without
+--maestro, and an xdist worker of a run. Every pytest process imports plugin.py and every worker
+configures a run, so each library or module imported there is paid for by every one of them:
+what a process does not use is imported where it is used (bench/bench_startup.py times it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ..helpers import phase, write_plan
+
+# Libraries that cost a process tens of milliseconds to import, and that a run of commands on
+# xdist workers needs in the controller at most.
+HEAVY = ("yaml", "frontmatter", "markdown_it", "fastjsonschema", "jsonschema", "filelock")
+
+
+def test_the_plugin_imports_no_heavy_library_and_nothing_of_a_run() -> None:
+    """pytest imports the plugin in every process, --maestro or not."""
+    code = (
+        "import json, sys, pytest; before = set(sys.modules); import pytest_maestro.plugin; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    imported = set(json.loads(done.stdout))
+    assert "pytest_maestro.plugin" in imported
+    assert [name for name in HEAVY if name in imported] == []
+    of_a_run = {"hooks", "run", "runtimes", "state", "phase", "processes", "isolation"}
+    layers = {name: name.split(".")[1] for name in imported if name.count(".")}
+    assert sorted(name for name, layer in layers.items() if layer in of_a_run) == []
+    readers = sorted(name for name in imported if name.startswith("pytest_maestro.plan.formats."))
+    assert readers == []
+
+
+# What a worker records once it has started its first phase: every module it has imported.
+RECORD_MODULES = """
+import json, os, sys
+
+def pytest_runtest_setup(item):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and not os.path.exists("worker-modules"):
+        with open("worker-modules", "w") as out:
+            json.dump(sorted(sys.modules), out)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_imports_neither_the_plan_readers_nor_what_it_does_not_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """The controller reads the YAML plan and hands it to the worker; the worker runs a command:
+    no PyYAML, no reader, no schema, no lock library, no isolation, no scheduler, no outputs."""
+    write_plan(pytester, [phase("a", "true"), phase("b", "true", blocked_by=["a"])])
+    pytester.makeconftest(RECORD_MODULES)
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "1")
+    result.assert_outcomes(passed=2)
+    imported = set(json.loads((pytester.path / "worker-modules").read_text()))
+    assert "pytest_maestro.phase.runner" in imported  # it did record a worker running a phase
+    assert [name for name in HEAVY if name in imported] == []
+    not_on_a_worker = {
+        "pytest_maestro.plan.formats.native",  # the reader: the worker is given the plan
+        "pytest_maestro.plan.formats._schema_errors",
+        "pytest_maestro.plan.validate",
+        "pytest_maestro.isolation.worktree",  # no --maestro-isolate
+        "pytest_maestro.hooks.scheduler",  # the controller's
+        "pytest_maestro.run.recorder",  # the session: the controller's
+        "pytest_maestro.views.outputs",
+    }
+    assert sorted(not_on_a_worker & imported) == []
