@@ -23,7 +23,7 @@ from ..run.orchestrator import Orchestrator
 from ..scheduling.jobs import plan_jobs
 from ..scheduling.policy import DagPolicy, Policy, WavePolicy
 from ..state.model import Status
-from .collect import ORCHESTRATOR_KEY, SYNC_NAME
+from .collect import ORCHESTRATOR_KEY, SCHEDULER_KEY, SYNC_NAME
 from .nodeids import NodeId
 from .progress import heard
 from .skips import report_skip
@@ -282,9 +282,6 @@ class DependencyScheduling:
         if delay and wait > 0:
             time.sleep(wait)
         self.last_start = time.monotonic()
-
-
-SCHEDULER_KEY = pytest.StashKey[DependencyScheduling]()
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | None:

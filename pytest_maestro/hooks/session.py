@@ -21,12 +21,11 @@ from ..run.orchestrator import Orchestrator
 from ..state import StateError, Status
 from ..texts import table_width
 from . import junit
-from .collect import SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
+from .collect import SCHEDULER_KEY, SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
 from .final import FinalReports
 from .header import header_lines
 from .nodeids import NodeId
 from .report_facts import report_facts
-from .scheduler import SCHEDULER_KEY
 from .skips import report_skip
 
 # The terminal's category for a phase completed before this run.

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema
-
 from ..plan import Phase, Plan
 from ..runtimes.agents import Agent
 from ..texts import one_line
@@ -30,8 +28,9 @@ from .verdict import (
     ReplyError,
     Review,
     Verdict,
+    check_shape,
+    compile_schema,
     json_block,
-    schema_text,
 )
 
 FINAL_NAME = "final-review"  # the item's name: ``plan.yaml::final-review``
@@ -165,10 +164,7 @@ def read_final_reply(text: str, ids: Sequence[str]) -> Verdict:
     """The findings in a final reviewer's answer; ReplyError, one line, for an answer outside
     the shape: a blocking finding naming no phase, or a phase not among ``ids``."""
     data = json_block(text)
-    try:
-        _validator()(data)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise ReplyError(schema_text(exc.message)) from None
+    check_shape(_validator(), data)
     known = set(ids)
     findings = []
     for number, raw in enumerate(data["findings"], 1):
@@ -185,8 +181,7 @@ def read_final_reply(text: str, ids: Sequence[str]) -> Verdict:
 
 @functools.cache
 def _validator() -> Callable[[Any], Any]:
-    validate: Callable[[Any], Any] = fastjsonschema.compile(FINAL_SCHEMA)
-    return validate
+    return compile_schema(FINAL_SCHEMA)
 
 
 def named_phases(review: Review, order: Sequence[str]) -> tuple[str, ...]:

@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import fastjsonschema
-
 from ..state.model import Tokens
 from ..texts import one_line
 
@@ -287,10 +285,7 @@ def read_reply(text: str, criteria: Sequence[str]) -> Verdict:
     """The verdict in a reviewer's answer, on the phase's prose ``criteria`` (numbered from 1 in
     the prompt); ReplyError, one line, for an answer outside the shape."""
     data = json_block(text)
-    try:
-        _validator()(data)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise ReplyError(schema_text(exc.message)) from None
+    check_shape(_validator(), data)
     judged: dict[int, CriterionVerdict] = {}
     for item in data["criteria"]:
         number = item["id"]
@@ -333,8 +328,25 @@ def json_block(text: str) -> Any:
 
 @functools.cache
 def _validator() -> Callable[[Any], Any]:
-    validate: Callable[[Any], Any] = fastjsonschema.compile(REPLY_SCHEMA)
+    return compile_schema(REPLY_SCHEMA)
+
+
+def compile_schema(schema: dict[str, Any]) -> Callable[[Any], Any]:
+    # Imported where a reply is first read: a process that reviews nothing imports none of it.
+    import fastjsonschema
+
+    validate: Callable[[Any], Any] = fastjsonschema.compile(schema)
     return validate
+
+
+def check_shape(validate: Callable[[Any], Any], data: Any) -> None:
+    """ReplyError, in the reader's words, when ``data`` is not of the shape ``validate`` checks."""
+    import fastjsonschema
+
+    try:
+        validate(data)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise ReplyError(schema_text(exc.message)) from None
 
 
 def schema_text(message: str) -> str:

@@ -51,6 +51,8 @@ EVERY_PHASE_FIELD = Phase(
     runtime="claude",
     budget_usd=2.5,
     done=True,
+    review="spec+quality",
+    escalate_model="opus-max",
 )
 EVERY_PLAN_FIELD = Plan(
     path=Path("plans/plan.yaml"),
