@@ -23,7 +23,7 @@ from ..texts import one_line
 from .prompt import INLINE_DIFF
 from .verdict import (
     BLOCKING,
-    MINOR,
+    FINDINGS_SCHEMA,
     Finding,
     ReplyError,
     Review,
@@ -53,19 +53,7 @@ FINAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["findings"],
     "properties": {
-        "findings": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["severity", "issue"],
-                "properties": {
-                    "severity": {"enum": [BLOCKING, MINOR]},
-                    "issue": {"type": "string", "minLength": 1},
-                    "where": {"type": "string"},
-                    "phases": {"type": "array", "items": {"type": "string", "minLength": 1}},
-                },
-            },
-        },
+        "findings": FINDINGS_SCHEMA,
         "summary": {"type": "string"},
     },
 }

@@ -23,6 +23,20 @@ from ..texts import one_line
 BLOCKING, MINOR = "blocking", "minor"
 _MET, _NOT_MET = "met", ("not met", "not_met")
 
+# A finding, in a phase's review and in the final one (whose findings name the phases they touch).
+FINDINGS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["severity", "issue"],
+        "properties": {
+            "severity": {"enum": [BLOCKING, MINOR]},
+            "issue": {"type": "string", "minLength": 1},
+            "where": {"type": "string"},
+            "phases": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        },
+    },
+}
 REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["criteria", "findings"],
@@ -39,19 +53,7 @@ REPLY_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "findings": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["severity", "issue"],
-                "properties": {
-                    "severity": {"enum": [BLOCKING, MINOR]},
-                    "issue": {"type": "string", "minLength": 1},
-                    "where": {"type": "string"},
-                    "phases": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-        },
+        "findings": FINDINGS_SCHEMA,
         "summary": {"type": "string"},
     },
 }

@@ -18,7 +18,7 @@ from ..phase.facts import SkipReason
 from ..phase.final import FinalStep
 from ..phase.outcome import Attempt, PhaseOutcome
 from ..phase.prompt import PromptContext, SessionContext, prompter
-from ..phase.review import PhaseReview
+from ..phase.review import PhaseReview, Reviewer
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.graph import PlanGraph
@@ -128,6 +128,16 @@ class Orchestrator:
         if reviewer is None:
             return None
         implementer = self.resolve.runtime_name(phase)
+        return dataclasses.replace(
+            self._review_step(reviewer),
+            rounds=self.settings.review_rounds,
+            implementer=self.resolve.runtimes.get(implementer) if implementer else None,
+            escalate=phase.escalate_model or self.settings.escalate_model,
+        )
+
+    def _review_step(self, reviewer: Reviewer) -> PhaseReview:
+        """A review by ``reviewer`` as this run makes every call: its budget, slots and waits."""
+        ignored = (self.paths.state_dir.relative_to(self.root).as_posix() + "/",)
         return PhaseReview(
             reviewer,
             self.plan,
@@ -135,10 +145,7 @@ class Orchestrator:
             self.settings.max_wait,
             self.life.budget,
             self.life.slots,
-            (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
-            rounds=self.settings.review_rounds,
-            implementer=self.resolve.runtimes.get(implementer) if implementer else None,
-            escalate=phase.escalate_model or self.settings.escalate_model,
+            ignored,
         )
 
     def why_no_final_review(self) -> SkipReason | None:
@@ -158,15 +165,7 @@ class Orchestrator:
             why = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
             return Review(reviewer.mode, reviewer.name, failure=f"cannot read the session: {why}")
         results = {pid: state.result for pid, state in doc.phases.items() if state.result}
-        ask = PhaseReview(
-            reviewer,
-            self.plan,
-            self.paths,
-            self.settings.max_wait,
-            self.life.budget,
-            self.life.slots,
-            (self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
-        )
+        ask = self._review_step(reviewer)
         step = FinalStep.of(ask, self.root, base, self.plan_path, self.progress)
         return step(FinalRecord.from_mapping(doc.final_review), results)
 

@@ -96,10 +96,7 @@ class Reviewers:
         where = f"{self.resolve.where(phase)} is reviewed ({mode})"
         agent = self.agents.get(self.name)
         if agent is None:
-            return (
-                f"{where}, but --maestro-reviewer names unknown agent {self.name!r}; "
-                f"available: {', '.join(self.agents.names())}"
-            )
+            return f"{where}, but {self._unknown()}"
         name = self.runtime_name(phase)
         if name is None:
             return (
@@ -154,10 +151,7 @@ class Reviewers:
         head = f"{where}: --maestro-final-review"
         agent = self.agents.get(self.name)
         if agent is None:
-            return (
-                f"{head}: --maestro-reviewer names unknown agent {self.name!r}; "
-                f"available: {', '.join(self.agents.names())}"
-            )
+            return f"{head}: {self._unknown()}"
         name = self.final_runtime_name(phases)
         if name is None:
             return (
@@ -165,6 +159,12 @@ class Reviewers:
                 "agent CLI: give the reviewer agent a runtime: (one with a read-only mode)"
             )
         return self._runtime_refusal(head, agent, name)
+
+    def _unknown(self) -> str:
+        return (
+            f"--maestro-reviewer names unknown agent {self.name!r}; "
+            f"available: {', '.join(self.agents.names())}"
+        )
 
     def _runtime_refusal(self, head: str, agent: Agent, name: str) -> str | None:
         runtime = self.runtimes.get(name)
