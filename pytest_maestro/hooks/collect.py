@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -23,16 +23,11 @@ from ..views.failure import failure_message, render_failure
 from .final import failure_lines, review_facts
 from .junit import attach_output
 
-if TYPE_CHECKING:  # the controller's alone: a worker never imports it
-    from .scheduler import DependencyScheduling
-
 SYNC_NAME = "maestro-sync"
 ORCHESTRATOR_KEY = pytest.StashKey[Orchestrator]()
 OUTCOME_KEY = pytest.StashKey[PhaseOutcome]()
 SKIP_KEY = pytest.StashKey[SkipReason]()
 SYNC_KEY = pytest.StashKey["SyncItem"]()
-# The controller's xdist scheduler, once xdist made it: told of a completion at its report.
-SCHEDULER_KEY: pytest.StashKey[DependencyScheduling] = pytest.StashKey()
 FINAL_KEY = pytest.StashKey[tuple[Review, float, float]]()  # the review, its start and end
 
 

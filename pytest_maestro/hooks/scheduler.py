@@ -23,7 +23,7 @@ from ..run.orchestrator import Orchestrator
 from ..scheduling.jobs import plan_jobs
 from ..scheduling.policy import DagPolicy, Policy, WavePolicy
 from ..state.model import Status
-from .collect import ORCHESTRATOR_KEY, SCHEDULER_KEY, SYNC_NAME
+from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
 from .progress import heard
 from .skips import report_skip
@@ -288,5 +288,6 @@ def make_scheduler(config: pytest.Config, log: Any) -> DependencyScheduling | No
     maestro = config.stash.get(ORCHESTRATOR_KEY, None)
     if maestro is None:
         return None
-    scheduler = config.stash[SCHEDULER_KEY] = DependencyScheduling(config, maestro)
+    scheduler = DependencyScheduling(config, maestro)
+    maestro.completed = scheduler.phase_completed
     return scheduler

@@ -21,7 +21,7 @@ from ..run.orchestrator import Orchestrator
 from ..state import StateError, Status
 from ..texts import table_width
 from . import junit
-from .collect import SCHEDULER_KEY, SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
+from .collect import SYNC_KEY, FinalItem, PhaseItem, PlanFile, SyncItem
 from .final import FinalReports
 from .header import header_lines
 from .nodeids import NodeId
@@ -138,12 +138,12 @@ class MaestroSession:
         recorder = self.maestro.life.recorder
         if recorder is not None:
             recorder.record_end(facts)
-            scheduler = self.config.stash.get(SCHEDULER_KEY, None)
+            told = self.maestro.completed
             completed = report.when == "call" and facts.status is Status.COMPLETED
-            if scheduler is not None and completed and recorder.unwritable is None:
+            if told is not None and completed and recorder.unwritable is None:
                 # Written, and visible to what the phase held back; synced just after, while
                 # what starts now gets going: before any reporter sees the report all the same.
-                scheduler.phase_completed(facts.phase)
+                told(facts.phase)
             recorder.settle()
             if recorder.unwritable is not None:
                 self._stop(recorder.unwritable)

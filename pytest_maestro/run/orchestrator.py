@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..phase.events import Progress
@@ -79,6 +79,9 @@ class Orchestrator:
         )
         self.life = Lifecycle(settings, self.graph, root, self.paths, self.run)
         self.progress: Progress | None = None  # told when a phase starts, retries, waits
+        # Told of a phase completed, at its report, before the end is synced: the xdist
+        # scheduler, on the controller, which starts what the phase held back.
+        self.completed: Callable[[str], None] | None = None
 
     def phase_started(self, phase: Phase, worker: str | None = None) -> None:
         """The phase in progress in the session, not synced: where a crash would leave files
