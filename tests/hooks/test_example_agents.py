@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -179,3 +180,33 @@ def test_parallel_phases_are_not_blamed_for_each_other_s_files(
     assert [c["phase_id"] for c in calls(root / "fake-state")].count("slow") == 1
     assert "outside its declared ones" not in result.stdout.str()
     result.assert_outcomes(passed=2)
+
+
+def test_the_superpowers_example_under_review_shows_each_criterions_verdict(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--maestro-review`` on a plan in another project's format: a reviewer (here the fake
+    gemini, read-only) judges each phase once, and every phase comes out ``reviewed``, its
+    verdict (and any prose criterion's) in JUnit."""
+    example = next(e for e in EXAMPLES if e.plan == "superpowers-plan.md")
+    root = pytester.path
+    shutil.copytree(FIXTURES / "projects" / example.stem, root, dirs_exist_ok=True)
+    shutil.copy(REPO / "example_plans" / example.plan, root / example.plan)
+    path = os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), os.environ["PATH"]])
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setenv("FAKE_AGENT_STATE", str(root.parent / "fake-state"))
+    monkeypatch.setenv("FAKE_AGENT_SOLUTIONS", str(FIXTURES / "solutions" / example.stem))
+    result = pytester.runpytest_subprocess(
+        "--maestro", example.plan, f"--maestro-runtime={example.cli}", "--maestro-autonomous",
+        "--maestro-review=spec", "--junitxml=out.xml", "-n", "2",
+    )  # fmt: skip
+    result.assert_outcomes(passed=len(example.graph))
+    tree = ET.parse(root / "out.xml")
+    props = {p.get("name", ""): p.get("value", "") for p in tree.iter("property")}
+    for phase in example.graph:  # under xdist, JUnit keeps the properties on the suite
+        assert props[f"maestro.{phase}.review"].startswith("passed"), props
+        assert props[f"maestro.{phase}.reviewed"] == "True", props
+        verdicts = [v for k, v in props.items() if k.startswith(f"maestro.{phase}.criterion.")]
+        assert all(v.startswith("met") for v in verdicts), verdicts
+    reviews = [c for c in calls(root.parent / "fake-state") if c.get("review")]
+    assert len(reviews) == len(example.graph)
