@@ -28,7 +28,6 @@ from .verdict import (
     ReplyError,
     Review,
     Verdict,
-    check_shape,
     compile_schema,
     json_block,
 )
@@ -152,7 +151,7 @@ def read_final_reply(text: str, ids: Sequence[str]) -> Verdict:
     """The findings in a final reviewer's answer; ReplyError, one line, for an answer outside
     the shape: a blocking finding naming no phase, or a phase not among ``ids``."""
     data = json_block(text)
-    check_shape(_validator(), data)
+    _validator()(data)
     known = set(ids)
     findings = []
     for number, raw in enumerate(data["findings"], 1):
@@ -168,7 +167,7 @@ def read_final_reply(text: str, ids: Sequence[str]) -> Verdict:
 
 
 @functools.cache
-def _validator() -> Callable[[Any], Any]:
+def _validator() -> Callable[[Any], None]:
     return compile_schema(FINAL_SCHEMA)
 
 

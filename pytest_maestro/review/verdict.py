@@ -287,7 +287,7 @@ def read_reply(text: str, criteria: Sequence[str]) -> Verdict:
     """The verdict in a reviewer's answer, on the phase's prose ``criteria`` (numbered from 1 in
     the prompt); ReplyError, one line, for an answer outside the shape."""
     data = json_block(text)
-    check_shape(_validator(), data)
+    _validator()(data)
     judged: dict[int, CriterionVerdict] = {}
     for item in data["criteria"]:
         number = item["id"]
@@ -329,26 +329,26 @@ def json_block(text: str) -> Any:
 
 
 @functools.cache
-def _validator() -> Callable[[Any], Any]:
+def _validator() -> Callable[[Any], None]:
     return compile_schema(REPLY_SCHEMA)
 
 
-def compile_schema(schema: dict[str, Any]) -> Callable[[Any], Any]:
+def compile_schema(schema: dict[str, Any]) -> Callable[[Any], None]:
+    """A check of ``data`` against ``schema`` that raises ReplyError, in the reader's words."""
     # Imported where a reply is first read: a process that reviews nothing imports none of it.
     import fastjsonschema
 
-    validate: Callable[[Any], Any] = fastjsonschema.compile(schema)
-    return validate
+    validate = fastjsonschema.compile(schema)
+    # The class the compiled code raises: the module's at compile time, whatever reloads it.
+    invalid = fastjsonschema.JsonSchemaValueException
 
+    def check(data: Any) -> None:
+        try:
+            validate(data)
+        except invalid as exc:
+            raise ReplyError(schema_text(exc.message)) from None
 
-def check_shape(validate: Callable[[Any], Any], data: Any) -> None:
-    """ReplyError, in the reader's words, when ``data`` is not of the shape ``validate`` checks."""
-    import fastjsonschema
-
-    try:
-        validate(data)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise ReplyError(schema_text(exc.message)) from None
+    return check
 
 
 def schema_text(message: str) -> str:
