@@ -28,7 +28,8 @@ ANALYZE_HELP = (
 )
 STATUS_HELP = (
     "print the plan's phases as its session has them (text or json), also beside a running "
-    "run; run nothing; exit 0 when every phase completed, 1 otherwise"
+    "run; run nothing; exit 0 when every phase completed (and the last final review, if any, "
+    "passed), 1 otherwise"
 )
 
 
