@@ -105,7 +105,7 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
 def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
     """Declared ``create`` files must exist; declared ``modify`` files must have changed; and
     none may now lead out of the root (a folder the attempt replaced by a symlink)."""
-    out = {p for p in phase.files.all() if _outside(root, p)}
+    out = {p for p in phase.files.all() if not stays_inside(root, p)}
     problems = [f"declared file {p!r} now leads outside the project root" for p in sorted(out)]
     files = phase.files
     create, modify = (tuple(p for p in ps if p not in out) for ps in (files.create, files.modify))
@@ -124,12 +124,13 @@ def file_problems(root: Path, phase: Phase, before: FileSnapshot) -> list[str]:
     return problems
 
 
-def _outside(root: Path, relative: str) -> bool:
+def stays_inside(root: Path, relative: str) -> bool:
+    """Whether the path stays in the root (``inside`` without the exception)."""
     try:
         inside(root, relative)
     except OutsideRoot:
-        return True
-    return False
+        return False
+    return True
 
 
 def remove_tree(path: Path) -> None:

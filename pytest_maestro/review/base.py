@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files.declared import FileSnapshot, OutsideRoot, inside
+from ..files.declared import FileSnapshot, stays_inside
 from ..git import GitError, commit_tree, git_text, rev, run_git, set_ref, snapshot_tree
 from ..isolation.shared_refs import ref_part
 from ..state.paths import SessionPaths
@@ -50,7 +50,7 @@ class RunBase:
         """The base as it is now: a commit id, or ``FILES``; BaseError when it cannot be."""
         top = self._top()
         if top is None:
-            paths = [p for p in self.declared if _inside(self.root, p)]
+            paths = [p for p in self.declared if stays_inside(self.root, p)]
             try:
                 FileSnapshot.of(self.root, paths).save(self.saved)
             except OSError as exc:
@@ -97,14 +97,6 @@ class RunBase:
         index = git_text(top, "rev-parse", "--path-format=absolute", "--git-path", "index")
         scratch = self.paths.state_dir / "worktrees" / f"{self.paths.name}.final.index"
         return snapshot_tree(top, Path(index), scratch)
-
-
-def _inside(root: Path, relative: str) -> bool:
-    try:
-        inside(root, relative)
-    except OutsideRoot:
-        return False
-    return True
 
 
 def declared_files(phases: Sequence[tuple[str, ...]]) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files.declared import OutsideRoot, inside
+from ..files.declared import OutsideRoot, inside, stays_inside
 from ..files.putback import Restored, put_back, read
 from ..git import GitError, changed_files, run_git
 
@@ -40,7 +40,8 @@ class TreeGuard:
             for path, (size, _) in (dirty or {}).items()
             if 0 <= size <= SAVE_LIMIT and not path.startswith(ignored)
         ]
-        paths = [path for path in dict.fromkeys([*declared, *small]) if _inside(root, path)]
+        # A path that leads out of the root is not watched.
+        paths = [path for path in dict.fromkeys([*declared, *small]) if stays_inside(root, path)]
         return cls(root, tuple((path, _content(root, path)) for path in paths), dirty, ignored)
 
     def changed(self) -> list[str]:
@@ -70,15 +71,6 @@ class TreeGuard:
             else:
                 contents.append((path, index.get(path)))
         return put_back(self.root, tuple(contents), keep), lost
-
-
-def _inside(root: Path, relative: str) -> bool:
-    """Whether the path stays in the root: one that leads out of it is not watched."""
-    try:
-        inside(root, relative)
-    except OutsideRoot:
-        return False
-    return True
 
 
 def _content(root: Path, relative: str) -> bytes | None:
