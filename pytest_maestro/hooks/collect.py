@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -82,24 +82,9 @@ class PhaseItem(pytest.Item):
 
     def facts(self, report: pytest.TestReport) -> PhaseFacts | None:
         """What the controller must learn of the phase from this report, or None: no news."""
-        phase_id = self.phase.id
-        if report.when == "setup" and report.skipped:
-            reason = self.stash.get(SKIP_KEY, None)
-            if reason is None:  # skipped by something else than this plugin
-                return PhaseFacts(phase_id, Status.SKIPPED)
-            return PhaseFacts.skipped(phase_id, reason)
-        if report.when == "call":
-            worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
-            outcome = self.stash.get(OUTCOME_KEY, None)
-            if outcome is None:  # runtest raised before the phase had an outcome
-                status = Status.COMPLETED if report.passed else Status.FAILED
-                return PhaseFacts(phase_id, status, worker=worker)
-            return outcome_facts(outcome, worker)
-        # An error in teardown (a plugin's hook) is pytest's to report: the phase's outcome was
-        # the call's, already recorded, and a completed (paid) phase stays completed.
-        if report.failed and report.when == "setup":  # it never ran
-            return PhaseFacts(phase_id, Status.FAILED)
-        return None
+        outcome = self.stash.get(OUTCOME_KEY, None)
+        ran = None if outcome is None else lambda worker: outcome_facts(outcome, worker)
+        return item_facts(self, report, self.phase.id, ran)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -147,21 +132,9 @@ class FinalItem(pytest.Item):
 
     def facts(self, report: pytest.TestReport) -> PhaseFacts | None:
         """What the controller must learn of the final review from this report."""
-        if report.when == "setup" and report.skipped:
-            reason = self.stash.get(SKIP_KEY, None)
-            if reason is None:  # skipped by something else than this plugin
-                return PhaseFacts(FINAL_NAME, Status.SKIPPED)
-            return PhaseFacts.skipped(FINAL_NAME, reason)
-        if report.when == "call":
-            worker = getattr(self.config, "workerinput", {}).get("workerid", "main")
-            kept = self.stash.get(FINAL_KEY, None)
-            if kept is None:  # it raised before the review had a verdict
-                status = Status.COMPLETED if report.passed else Status.FAILED
-                return PhaseFacts(FINAL_NAME, status, worker=worker)
-            return review_facts(kept[0], worker, kept[1], kept[2])
-        if report.failed:
-            return PhaseFacts(FINAL_NAME, Status.FAILED)
-        return None
+        kept = self.stash.get(FINAL_KEY, None)
+        ran = None if kept is None else lambda worker: review_facts(kept[0], worker, *kept[1:])
+        return item_facts(self, report, FINAL_NAME, ran)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -184,6 +157,34 @@ class SyncItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, SYNC_NAME
+
+
+def item_facts(
+    item: pytest.Item,
+    report: pytest.TestReport,
+    name: str,
+    ran: Callable[[str], PhaseFacts] | None,
+) -> PhaseFacts | None:
+    """What the controller must learn of a phase or the final review (``name``) from one of its
+    reports, or None: no news. ``ran`` gives the facts of what its call decided, on a worker,
+    or is None when the call raised before it decided anything."""
+    if report.when == "setup" and report.skipped:
+        reason = item.stash.get(SKIP_KEY, None)
+        if reason is None:  # skipped by something else than this plugin
+            return PhaseFacts(name, Status.SKIPPED)
+        return PhaseFacts.skipped(name, reason)
+    if report.when == "call":
+        worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
+        if ran is None:
+            return PhaseFacts(
+                name, Status.COMPLETED if report.passed else Status.FAILED, worker=worker
+            )
+        return ran(worker)
+    # An error in teardown (a plugin's hook) is pytest's to report: the outcome was the call's,
+    # already recorded, and a completed (paid) phase stays completed.
+    if report.failed and report.when == "setup":  # it never ran
+        return PhaseFacts(name, Status.FAILED)
+    return None
 
 
 def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
