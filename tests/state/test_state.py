@@ -42,6 +42,7 @@ from pytest_maestro.state import journal as journal_module
 from pytest_maestro.state import store as store_module
 from pytest_maestro.state.document import dump_yaml, parse_session
 from pytest_maestro.state.journal import read_journal
+from pytest_maestro.state.live import next_wait
 from pytest_maestro.state.resume import INTERRUPTED
 from pytest_maestro.views.markdown_report import session_report
 
@@ -1004,3 +1005,11 @@ def test_a_refresh_that_never_failed_says_no_lag(tmp_path: Path) -> None:
     _until(lambda: _snapshot_alone(store.path)["a"] == "completed")
     store.close()
     assert store.lag is None
+
+
+def test_a_rewrite_that_takes_long_comes_less_often() -> None:
+    """The live view's thread renders in Python, under the GIL: a plan whose snapshot takes
+    40 ms to write is rewritten every 2 s, so the thread never takes over 2% of the run."""
+    assert next_wait(1.0, 0.005) == 1.0
+    assert next_wait(1.0, 0.04) == pytest.approx(2.0)
+    assert next_wait(1.0, 0.4) == pytest.approx(20.0)
