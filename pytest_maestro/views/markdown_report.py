@@ -6,6 +6,7 @@ step summary.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 
 from ..state.model import SessionDoc, Status, Tokens, unpriced_text
@@ -216,8 +217,8 @@ def _start(row: PhaseRow) -> datetime:
 
 
 def gantt_time(moment: datetime) -> str:
-    utc = moment.astimezone(timezone.utc)
-    return utc.strftime("%Y-%m-%d %H:%M:%S.") + f"{utc.microsecond // 1000:03d}"
+    """``GANTT_FORMAT``: UTC, to the millisecond (isoformat: a tenth of strftime's cost)."""
+    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ", "milliseconds")
 
 
 def table(rows: tuple[PhaseRow, ...]) -> list[str]:
@@ -266,6 +267,7 @@ def requests(count: int) -> str:
     return f"{count} premium request{'s' if count != 1 else ''}"
 
 
+@functools.lru_cache(maxsize=1024)  # a table repeats its cells ("-", "completed", "shell")
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 

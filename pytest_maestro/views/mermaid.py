@@ -9,15 +9,17 @@ from __future__ import annotations
 import re
 
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_]")
-_LABEL_ESCAPES = {
-    "#": "#35;",  # first: the other escapes introduce '#'
-    '"': "#quot;",
-    "<": "#lt;",
-    ">": "#gt;",
-    "&": "#amp;",
-    "`": "#96;",
-    "|": "#124;",
-}
+_LABEL_ESCAPES = str.maketrans(
+    {
+        "#": "#35;",  # one pass: the '#' the other escapes introduce is not escaped again
+        '"': "#quot;",
+        "<": "#lt;",
+        ">": "#gt;",
+        "&": "#amp;",
+        "`": "#96;",
+        "|": "#124;",
+    }
+)
 _MAX_LABEL = 80
 # A Gantt line is ``name :tags, id, start, end``: its name ends at the first colon, and ``#``
 # or ``;`` start comments or entities there, so a name keeps only what cannot be read as syntax.
@@ -34,7 +36,7 @@ def mermaid_label(text: str) -> str:
     text = " ".join(text.split())
     if len(text) > _MAX_LABEL:
         text = text[: _MAX_LABEL - 3] + "..."
-    return "".join(_LABEL_ESCAPES.get(char, char) for char in text)
+    return text.translate(_LABEL_ESCAPES)
 
 
 def gantt_text(text: str) -> str:

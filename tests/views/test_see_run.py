@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from pytest_maestro.state.document import parse_session
 from pytest_maestro.state.journal import read_journal
+from pytest_maestro.views.markdown_report import gantt_time
 from pytest_maestro.views.outputs import REPORT_MARKER
 from pytest_maestro.views.rows import parse_time
 
@@ -335,3 +337,13 @@ def test_status_needs_the_plan(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--maestro-status")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert result.stderr.lines == ["ERROR: --maestro-status needs the plan: --maestro PLAN"]
+
+
+def test_a_gantt_time_is_utc_to_the_millisecond_whatever_the_zone() -> None:
+    """Mermaid reads ``GANTT_FORMAT``: a moment in another zone is written in UTC, its
+    microseconds cut (not rounded) to milliseconds."""
+    east = timezone(timedelta(hours=5, minutes=30))
+    moment = datetime(2026, 11, 27, 8, 30, 1, 999_999, tzinfo=east)
+    assert gantt_time(moment) == "2026-11-27 03:00:01.999"
+    whole = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert gantt_time(whole) == "2026-01-02 03:04:05.000"
