@@ -28,8 +28,11 @@ class Refresher:
     """Calls ``refresh`` every ``interval`` seconds (or every ``next_wait``, if longer) until
     ``stop``; ``refresh`` says whether it wrote anything."""
 
-    def __init__(self, interval: float, refresh: Callable[[], bool]) -> None:
+    def __init__(self, interval: float, refresh: Callable[[], bool], took: float = 0.0) -> None:
+        """``took``: what a rewrite took before (the fold that opened the session), which
+        spaces the first one as the next."""
         self._interval = interval
+        self.first_wait = next_wait(interval, took)
         self._refresh = refresh
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="maestro-snapshot", daemon=True)
@@ -52,7 +55,7 @@ class Refresher:
         return f"{self.errors} of its rewrites failed ({self.last_error})"
 
     def _loop(self) -> None:
-        wait = self._interval
+        wait = self.first_wait
         while not self._stop.wait(wait):
             started = time.monotonic()
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -84,6 +85,7 @@ class SessionStore:
         self._writing = threading.Lock()
         self._written = -1
         self._refresher: Refresher | None = None
+        self._fold_took = 0.0  # what the last fold took: the first refresh waits as its own
         done = (p for p in doc.phases.values() if p.status is Status.COMPLETED)
         self._earlier = {p.id: p.completed or doc.updated for p in done}
 
@@ -290,7 +292,7 @@ class SessionStore:
         """Rewrite the snapshot about every ``interval`` seconds while the session changes, in a
         thread of its own, until ``close``."""
         if self._refresher is None and not self._closed:
-            self._refresher = Refresher(interval, self._refresh)
+            self._refresher = Refresher(interval, self._refresh, took=self._fold_took)
             self._refresher.start()
 
     @property
@@ -371,7 +373,9 @@ class SessionStore:
     def _fold(self) -> None:
         """Write the snapshot, then empty the journal (its entries are in the snapshot's seq)."""
         with self._writing:
+            started = time.monotonic()
             atomic_write(self.paths.snapshot, self._render(self._doc))
+            self._fold_took = time.monotonic() - started
             self._written = self._doc.journal_seq
             self._journal.truncate()
             self._unfolded = 0

@@ -1013,3 +1013,18 @@ def test_a_rewrite_that_takes_long_comes_less_often() -> None:
     assert next_wait(1.0, 0.005) == 1.0
     assert next_wait(1.0, 0.04) == pytest.approx(2.0)
     assert next_wait(1.0, 0.4) == pytest.approx(20.0)
+
+
+def test_the_first_rewrite_is_spaced_by_the_fold_that_opened_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan whose opening fold took long is not rewritten a second later: the first rewrite
+    waits as a rewrite after it would."""
+    store = open_store(tmp_path)
+    monkeypatch.setattr(store, "_fold_took", 0.04)
+    try:
+        store.start_refresh(0.01)
+        assert store._refresher is not None
+        assert store._refresher.first_wait == pytest.approx(2.0)
+    finally:
+        store.close()
