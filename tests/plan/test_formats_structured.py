@@ -30,7 +30,7 @@ from pytest_maestro.plan import (
 )
 from pytest_maestro.plan.formats import design_v2, maestro_json, native
 from pytest_maestro.plan.formats._json_lines import lines_under, scan_lines, shallow_lines
-from pytest_maestro.plan.formats._schema_errors import SchemaValidator
+from pytest_maestro.plan.formats._schema_errors import SchemaValidator, inline_refs
 from pytest_maestro.plan.formats._structured import parse_json
 from pytest_maestro.plan.model import Plan
 from pytest_maestro.plan.source import Source
@@ -1108,3 +1108,30 @@ def test_duplicate_keys_at_any_depth_are_errors(tmp_path: Path, text: str, expec
 def test_equal_keys_in_different_objects_are_not_duplicates(tmp_path: Path) -> None:
     text = '{"phases": [{"id": "a", "run": "x"}, {"id": "b", "run": "y"}]}'
     assert parse_json(Source(tmp_path / "plan.json", text)).data["phases"][1]["id"] == "b"
+
+
+def test_the_fast_check_inlines_definitions_but_not_a_recursive_one() -> None:
+    """fastjsonschema makes each ``$ref`` a call that formats the item's path first: the fast
+    check gets the definitions inlined, with the keywords beside a ``$ref`` still applied (as
+    draft 2020-12 reads them), except one that refers to itself (it would never end)."""
+    schema = {
+        "$defs": {
+            "id": {"type": "string", "minLength": 1},
+            "tree": {"type": "array", "items": {"$ref": "#/$defs/tree"}},
+        },
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": {"$ref": "#/$defs/id", "x-expected": "an id"}},
+            "one": {"$ref": "#/$defs/id", "maxLength": 3},
+            "tree": {"$ref": "#/$defs/tree"},
+        },
+    }
+    inlined = inline_refs(schema)["properties"]
+    assert inlined["ids"]["items"] == {
+        "allOf": [{"type": "string", "minLength": 1}],
+        "x-expected": "an id",
+    }
+    assert inlined["one"] == {"allOf": [{"type": "string", "minLength": 1}], "maxLength": 3}
+    assert inlined["tree"] == {"type": "array", "items": {"$ref": "#/$defs/tree"}}
+    for instance in ({"ids": ["a", ""]}, {"one": "abcd"}, {"tree": [[], [[1]]]}, {"ids": ["a"]}):
+        agrees(schema, instance)

@@ -48,7 +48,9 @@ class SchemaValidator:
 
         self._schema = schema
         # use_default=False: a schema's default values must not be written into the plan.
-        self._check = fastjsonschema.compile(dict(schema), use_default=False, use_formats=False)
+        self._check = fastjsonschema.compile(
+            inline_refs(schema), use_default=False, use_formats=False
+        )
         self._invalid = fastjsonschema.JsonSchemaValueException
 
     def is_valid(self, instance: Any) -> bool:
@@ -71,6 +73,31 @@ class SchemaValidator:
         from jsonschema import Draft202012Validator
 
         return Draft202012Validator(self._schema)
+
+
+def inline_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``{"$ref": "#/$defs/NAME"}`` replaced by that definition, for the
+    fast check only: fastjsonschema makes a ``$ref`` a function call that first formats the
+    item's path (``phases[7]``) from ``locals()``, for every phase and every id in its
+    ``blocked_by``; inlined, a valid plan builds no such string. Keywords beside a ``$ref``
+    apply too, as in draft 2020-12 (fastjsonschema alone would ignore them). A definition that
+    refers to itself stays a ``$ref``."""
+    defs = schema.get("$defs") or {}
+
+    def walk(node: Any, inside: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, inside) for item in node]
+        if not isinstance(node, Mapping):
+            return node
+        ref = node.get("$ref")
+        name = ref.removeprefix("#/$defs/") if isinstance(ref, str) else ""
+        if name not in defs or name in inside:
+            return {key: walk(value, inside) for key, value in node.items()}
+        definition = walk(defs[name], inside | {name})
+        beside = {key: walk(value, inside) for key, value in node.items() if key != "$ref"}
+        return {"allOf": [definition], **beside} if beside else definition
+
+    return dict(walk(schema, frozenset()))
 
 
 @dataclass(frozen=True)
