@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..files.declared import FileSnapshot, OutsideRoot, file_problems
 from ..files.putback import Restored, RestoreError, keep_aside
-from ..git import GitError, changed_files, changed_since
+from ..git import changed_files, changed_since
 from ..isolation import IsolationError
 from ..plan import Phase, Plan
 from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
@@ -29,13 +29,13 @@ from ..texts import shown
 from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
+from .isolated import bring_back, out_of_scope
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .review import PhaseReview, Scene
 from .rounds import FixRound
 from .slots import AccountSlots
 
-if TYPE_CHECKING:  # the functions that bring an isolated phase back import the merge: a run
-    # without --maestro-isolate needs none of it
+if TYPE_CHECKING:  # a run without --maestro-isolate imports none of it
     from ..isolation.worktree import Isolation, Workspace
 
 
@@ -217,7 +217,7 @@ class PhaseRunner:
         self.root, self.space = space.root, space
         try:
             outcome = self._run(phase, out)
-            return self._bring_back(phase, space, outcome, out)
+            return bring_back(space, phase, outcome, out, cfg.paths)
         except BaseException:
             with contextlib.suppress(Exception):  # interrupted: its work outlives the worktree
                 kept = space.keep("the phase was interrupted", phase.name)
@@ -227,49 +227,6 @@ class PhaseRunner:
         finally:
             for line in space.release():
                 out.write_line(f"--- {line}")
-
-    def _bring_back(
-        self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
-    ) -> PhaseOutcome:
-        """A passed phase's changes merged into the user's tree; anything else kept."""
-        from ..isolation.merge import merge_back
-
-        cfg = self.config
-        lines: list[str] = []
-        why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
-        tree = None
-        try:
-            tree = space.snapshot(force=phase.files.all())
-            if outcome.ok:
-                merged = merge_back(
-                    space,
-                    phase,
-                    tree,
-                    cfg.paths.preimage(phase.id),
-                    cfg.paths.replaced(phase.id, "merge"),
-                )
-                if merged.refused is None:
-                    out.write_line(f"--- {merged.line(Path.cwd())}")
-                    return outcome
-                lines.append(f"not merged back: {merged.refused}")
-        except (GitError, IsolationError, OSError) as exc:
-            if outcome.ok:
-                lines.append(f"not merged back: {exc}")
-        try:  # whatever went wrong above, the work outlives the worktree
-            kept = space.keep(why, phase.name, tree)
-        except (GitError, IsolationError, OSError) as exc:
-            kept = f"its work not kept: {exc}"
-        if kept:
-            lines.append(kept)
-        for line in lines:
-            out.write_line(f"--- {line}")
-        status = Status.FAILED if outcome.ok else outcome.status
-        last = outcome.attempts[-1]
-        attempts = (
-            *outcome.attempts[:-1],
-            replace(last, file_problems=(*last.file_problems, *lines)),
-        )
-        return replace(outcome, status=status, attempts=attempts, finished=time.time())
 
     def env(self, phase: Phase, attempt: int) -> dict[str, str]:
         if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
@@ -333,7 +290,7 @@ class PhaseRunner:
             return Attempt(number, agent, tokens=call.tokens)
         problems = file_problems(self.root, phase, before)
         if self.space is not None:  # what could not come back fails it while it can retry
-            problems += _out_of_scope(self.space, phase)
+            problems += out_of_scope(self.space, phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
@@ -397,18 +354,3 @@ class PhaseRunner:
         return CheckFailure(
             claim, command, result.exit_code, result.timed_out, tuple(result.tail(15))
         )
-
-
-def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
-    """The worktree's changes outside the phase's declared files, or undoing the user's work,
-    as a file problem."""
-    from ..isolation.merge import UNDOES, scope, undoes
-
-    try:
-        tree = space.snapshot(force=phase.files.all())
-        inside, outside = scope(phase, space.changed(tree), space.isolation.prefix)
-        undone = undoes(space, phase, inside, tree)
-    except (GitError, OSError):
-        return []  # the merge-back looks again
-    problems = ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
-    return problems + ([UNDOES + ", ".join(undone)] if undone else [])
