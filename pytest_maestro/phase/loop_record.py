@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,6 +223,33 @@ def left_off(
     if before is None or dict(before.contents).keys() != set(phase.files.all()):
         raise LoopRecordError("its files from before the phase (its pre-images) cannot be read")
     return record, before
+
+
+def going_on(
+    paths: SessionPaths,
+    root: Path,
+    phase: Phase,
+    definition: str,
+    why_not: Callable[[LoopRecord], str | None] | None,
+) -> tuple[LoopRecord | None, FileSnapshot | None, str | None]:
+    """What becomes of the loop a killed run left for ``phase`` in a run that runs it: the
+    record and the pre-images it goes on with; or, when it starts over, the pre-images (if they
+    can be read) and why. ``why_not`` says why a loop that holds cannot go on (no round left);
+    None: the phase is not reviewed now. All None: no loop was left."""
+    try:
+        if why_not is None:
+            if not paths.loop_record(phase.id).exists():
+                return None, None, None
+            raise LoopRecordError("it is not reviewed now")
+        left = left_off(paths, root, phase, definition)
+        if left is None:
+            return None, None, None
+        why = why_not(left[0])
+        if why is None:
+            return left[0], left[1], None
+    except LoopRecordError as exc:
+        why = str(exc)
+    return None, FileSnapshot.load(root, paths.preimage(phase.id)), why
 
 
 def drop(path: Path) -> None:

@@ -30,7 +30,7 @@ from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .isolated import bring_back, out_of_scope
-from .loop_record import LoopRecord, LoopRecordError, drop, left_off
+from .loop_record import LoopRecord, drop, going_on
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .review import PhaseReview, Scene
 from .rounds import FixRound
@@ -201,29 +201,16 @@ class PhaseRunner:
     def _left_off(
         self, phase: Phase, out: PhaseLog
     ) -> tuple[LoopRecord | None, FileSnapshot | None, str | None]:
-        """The review loop a killed run left, if it goes on here, and the files from before the
-        phase it goes on against. A loop that does not has the files it left put back from the
-        pre-images, and the phase starts over: then the third item says why a put-back failed."""
+        """The loop a killed run left, if it goes on, and the pre-images it goes on against; one
+        that does not has its files put back, and the third item says why that failed."""
         cfg = self.config
-        before: FileSnapshot | None = None
-        try:
-            if cfg.review is None:  # a loop a killed run left, if any, starts over
-                if not cfg.paths.loop_record(phase.id).exists():
-                    return None, None, None
-                raise LoopRecordError("it is not reviewed now")
-            left = left_off(cfg.paths, self.root, phase, cfg.definition)
-            if left is None:
-                return None, None, None
-            record, before = left
-            why = cfg.review.why_not_resume(record)
-        except LoopRecordError as exc:
-            why, before = str(exc), FileSnapshot.load(self.root, cfg.paths.preimage(phase.id))
-        if why is None:
-            out.write_line(
-                f"--- goes on with the review loop a killed run left after {record.point}: "
-                "the files are as that review saw them"
-            )
+        why_not = cfg.review.why_not_resume if cfg.review else None
+        record, before, why = going_on(cfg.paths, self.root, phase, cfg.definition, why_not)
+        if record is not None:
+            out.write_line(f"--- goes on with a killed run's review loop after {record.point}")
             return record, before, None
+        if why is None:  # none was left
+            return None, None, None
         self.notes.append(f"the review loop a killed run left starts over: {why}")
         out.write_line(f"--- {self.notes[-1]}")
         drop(cfg.paths.loop_record(phase.id))

@@ -113,7 +113,7 @@ def test_a_run_killed_in_fix_round_3_goes_on_at_round_3_in_the_recorded_session(
         ]
     )
     log = (root / ".maestro" / "logs" / "greet.log").read_text()
-    assert "--- goes on with the review loop a killed run left after fix round 2's review" in log
+    assert "--- goes on with a killed run's review loop after fix round 2's review" in log
     assert f"=== attempt 1, fix round 3: resumes session {recorded} ===" in log
     # The rounds the killed run made are the phase's, as the review before them.
     assert [(r["round"], r["outcome"]) for r in _rounds(root)] == [
