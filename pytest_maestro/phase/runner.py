@@ -137,6 +137,7 @@ class PhaseRunner:
             else:  # none of its declared files exists yet: an earlier run's are not to be put back
                 preimage.unlink(missing_ok=True)
         outcome, ran = self._attempts(phase, out, before, tell, retries, left)
+        ran = ran or (left.attempt if left is not None else 0)  # a loop left half-way ran too
         if outcome.ok or not restores or outcome.not_put_back or not before.contents or not ran:
             return outcome
         # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
