@@ -207,7 +207,8 @@ class MaestroSession:
                 if row.status == Status.IN_PROGRESS:  # stopped mid-phase: not failed, not done
                     terminalreporter.write_line(
                         f"maestro: phase {row.id!r} was interrupted ({self.interrupted}); the "
-                        "next run runs it again, its declared files put back first"
+                        "next run runs it again, its declared files put back first (its review "
+                        "loop goes on from its last review where the files are as it saw them)"
                     )
         if self.run.resumed:
             terminalreporter.write_line(

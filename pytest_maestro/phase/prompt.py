@@ -155,16 +155,7 @@ def build_prompt(
     if phase.description:
         task.append(phase.description)
     sections.append("\n".join(task))
-    files = [
-        f"- {kind}: {path}"
-        for kind, paths in (
-            ("create", phase.files.create),
-            ("modify", phase.files.modify),
-            ("delete", phase.files.delete),
-            ("read", phase.reads),
-        )
-        for path in paths
-    ]
+    files = phase.file_lines(read=True)
     if files:
         sections.append("## Files (change no others)\n" + "\n".join(files))
     if phase.constraints:

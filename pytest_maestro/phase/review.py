@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -37,6 +37,7 @@ from ..texts import os_error_text
 from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, WAITING, Teller
+from .loop_record import LoopRecord
 from .outcome import Attempt
 from .rounds import FixRound, plan_round
 from .slots import AccountSlots
@@ -47,6 +48,11 @@ class Redo(Protocol):
     runner's attempt, redone in the same scene."""
 
     def __call__(self, previous: Attempt, *, fix: FixRound) -> Attempt: ...
+
+
+# Where the loop stands, kept by the runner after each review: ``attempt`` reviewed after fix
+# round N (0: none), the implementer's session the next round goes on with.
+Mark = Callable[[Attempt, int, "str | None"], None]
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Scene:
     env: Mapping[str, str]
     tell: Teller
     redo: Redo | None = None  # None: no fix round can be made
+    mark: Mark | None = None  # None: where the loop stands is not kept (an isolated phase)
 
 
 @dataclass(frozen=True)
@@ -95,17 +102,33 @@ class PhaseReview:
 
     def __call__(self, phase: Phase, attempt: Attempt, scene: Scene) -> Attempt:
         """The attempt with its review, after the fix rounds it took; every call's tokens
-        among its own."""
-        review = self._review(phase, attempt, scene)
-        attempt = replace(attempt, review=review, tokens=attempt.tokens + review.tokens)
+        among its own. An attempt a killed run's loop left (``LoopRecord.resumed``) has its
+        review: it goes on with the round after its last."""
+        if attempt.review is None:
+            review = self._review(phase, attempt, scene)
+            attempt = replace(attempt, review=review, tokens=attempt.tokens + review.tokens)
+            _mark(scene, attempt, 0, attempt.agent.session_id)
         return self._fix_rounds(phase, attempt, scene)
+
+    def why_not_resume(self, record: LoopRecord) -> str | None:
+        """Why a killed run's loop cannot go on in this run (it starts over), or None: its
+        review passed, or it failed on findings and a fix round is left."""
+        review = record.review
+        if review.passed:
+            return None
+        if review.failure is not None:
+            return f"its last review gave no verdict ({review.failure})"
+        if record.round >= self.rounds or self.implementer is None:
+            return f"{record.point} failed and no fix round is left"
+        return None
 
     def _fix_rounds(self, phase: Phase, attempt: Attempt, scene: Scene) -> Attempt:
         """Fix rounds while a review found what to fix and rounds are left: each calls the
-        implementer again (``plan_round`` says how), runs the checks, and reviews again."""
+        implementer again (``plan_round`` says how), runs the checks, and reviews again. A
+        resumed attempt has made ``attempt.rounds`` already."""
         review, session = attempt.review, attempt.agent.session_id
-        notes: list[Round] = []
-        for number in range(1, self.rounds + 1):
+        notes = list(review.rounds) if review is not None else []
+        for number in range(attempt.rounds + 1, self.rounds + 1):
             if not _fixable(attempt) or scene.redo is None or self.implementer is None:
                 break
             spent = self.budget.refusal(phase.id, phase.budget_usd) if self.budget else None
@@ -122,6 +145,9 @@ class PhaseReview:
                 cost, outcome = cost + review.tokens, review.outcome
             notes.append(Round(number, fix.how, outcome, cost))
             attempt = replace(fixed, review=review, tokens=attempt.tokens + cost, rounds=number)
+            if fixed.ok and review is not None:
+                _mark(scene, replace(attempt, review=replace(review, rounds=tuple(notes))),
+                      number, session)  # fmt: skip
         if notes and attempt.review is not None:
             attempt = replace(attempt, review=replace(attempt.review, rounds=tuple(notes)))
         return attempt
@@ -259,6 +285,11 @@ class PhaseReview:
                 scene.out.write_line(f"--- {restored.line(Path.cwd())}")
         said = f"; not put back, too large to have been kept: {', '.join(lost)}" if lost else ""
         return replace(review, failure=f"{why} (put back{said})")
+
+
+def _mark(scene: Scene, attempt: Attempt, number: int, session: str | None) -> None:
+    if scene.mark is not None:
+        scene.mark(attempt, number, session)
 
 
 def _answered(result: AgentResult) -> bool:

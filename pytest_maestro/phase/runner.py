@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..files.declared import FileSnapshot, OutsideRoot, file_problems
 from ..files.putback import Restored, RestoreError, keep_aside
-from ..git import GitError, changed_files, changed_since
+from ..git import changed_files, changed_since
 from ..isolation import IsolationError
 from ..plan import Phase, Plan
 from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
@@ -29,13 +29,14 @@ from ..texts import shown
 from .agent_call import call_agent
 from .budget import Budget
 from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
+from .isolated import bring_back, out_of_scope
+from .loop_record import LoopRecord, drop, going_on
 from .outcome import Attempt, CheckFailure, PhaseOutcome
 from .review import PhaseReview, Scene
 from .rounds import FixRound
 from .slots import AccountSlots
 
-if TYPE_CHECKING:  # the functions that bring an isolated phase back import the merge: a run
-    # without --maestro-isolate needs none of it
+if TYPE_CHECKING:  # a run without --maestro-isolate imports none of it
     from ..isolation.worktree import Isolation, Workspace
 
 
@@ -66,6 +67,7 @@ class RunConfig:
     # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
     plan_path: Path | None = None
     review: PhaseReview | None = None  # a reviewer judges each attempt whose checks passed
+    definition: str = ""  # the phase's fingerprint, which a loop record must match to go on
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -79,6 +81,7 @@ class PhaseRunner:
         self._base_env: dict[str, str] | None = None
         self.root = config.root  # where the phase runs: its worktree when isolated
         self.space: Workspace | None = None  # that worktree
+        self.notes: list[str] = []  # for the run's summary: a killed run's loop started over
 
     def run(self, phase: Phase) -> PhaseOutcome:
         cfg = self.config
@@ -94,12 +97,14 @@ class PhaseRunner:
             isolated = cfg.isolation is not None
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
             outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
+            outcome = replace(outcome, warnings=(*outcome.warnings, *self.notes))
             # Only a phase that ended is cleared: after an exception the next run finds it
             # interrupted, as it may well be. A failed phase's files are back as they were: its
             # pre-images go. A completed one's stay until the session has it completed
             # (``Recorder.settle``): a kill before that makes the next run put its files back
             # and run it again, never run it again on top of its own work.
             if not outcome.ok:
+                drop(cfg.paths.loop_record(phase.id))  # first: it needs the pre-images
                 cfg.paths.preimage(phase.id).unlink(missing_ok=True)
             record.clear()
         return outcome
@@ -114,18 +119,25 @@ class PhaseRunner:
         blocked = self._preflight(phase, log)
         if blocked is not None:
             return PhaseOutcome(phase.id, Status.BLOCKED, (blocked,), log, started, time.time())
-        try:
-            before = FileSnapshot.take(self.root, phase)
-        except OutsideRoot as refused:
-            attempt = Attempt(0, AgentResult(Status.BLOCKED, str(refused)))
-            return PhaseOutcome(phase.id, Status.BLOCKED, (attempt,), log, started, time.time())
-        preimage = cfg.paths.preimage(phase.id)
         restores = cfg.isolation is None  # a worktree is thrown away, not restored
-        if before.contents and restores:
-            before.save(preimage)
-        else:  # none of its declared files exists yet: an earlier run's are not to be put back
-            preimage.unlink(missing_ok=True)
-        outcome, ran = self._attempts(phase, out, before, tell, retries)
+        left, before, stuck = self._left_off(phase, out) if restores else (None, None, None)
+        if stuck is not None:  # the files a killed run's loop left could not be put back
+            attempt = Attempt(0, AgentResult(Status.FAILED, f"not put back: {stuck}"))
+            end = PhaseOutcome(phase.id, Status.FAILED, (attempt,), log, started, time.time())
+            return replace(end, not_put_back=stuck)
+        if before is None:
+            try:
+                before = FileSnapshot.take(self.root, phase)
+            except OutsideRoot as refused:
+                attempt = Attempt(0, AgentResult(Status.BLOCKED, str(refused)))
+                return PhaseOutcome(phase.id, Status.BLOCKED, (attempt,), log, started, time.time())
+            preimage = cfg.paths.preimage(phase.id)
+            if before.contents and restores:
+                before.save(preimage)
+            else:  # none of its declared files exists yet: an earlier run's are not to be put back
+                preimage.unlink(missing_ok=True)
+        outcome, ran = self._attempts(phase, out, before, tell, retries, left)
+        ran = ran or (left.attempt if left is not None else 0)  # a loop left half-way ran too
         if outcome.ok or not restores or outcome.not_put_back or not before.contents or not ran:
             return outcome
         # A failed phase leaves nothing half-done: its last attempt's output is kept, and named.
@@ -139,28 +151,37 @@ class PhaseRunner:
         before: FileSnapshot,
         tell: Teller,
         retries: int,
+        left: LoopRecord | None = None,
     ) -> tuple[PhaseOutcome, int]:
         """Up to ``1 + retries`` attempts, before each retry the declared files put back; and
-        the number of the last attempt that ran (0: none did)."""
+        the number of the last attempt that ran (0: none did). With ``left``, the first is the
+        attempt a killed run's review loop left, going on from there."""
         cfg, started = self.config, tell.started
         attempts: list[Attempt] = []
         status, ran, stuck = Status.FAILED, 0, None
-        for number in range(1, retries + 2):
+        first = left.attempt if left is not None else 1
+        for number in range(first, max(first, retries + 1) + 1):
             spent = cfg.budget.refusal(phase.id, phase.budget_usd) if cfg.budget else None
             if spent is not None:  # no new attempt past a budget; retrying won't help
                 attempts.append(Attempt(number, AgentResult(Status.FAILED, spent)))
                 break
             if attempts:  # what the failed attempt left half-done, kept aside
                 tell(RETRY, number, attempts[-1].problem)
+                drop(cfg.paths.loop_record(phase.id))  # that attempt's loop is over
                 _, stuck = self._put_back(phase, before, f"attempt-{number - 1}", out)
                 if stuck is not None:  # the next attempt would start from half-done files
                     break
             out.begin_attempt()
             previous = attempts[-1] if attempts else None
-            attempt = self._attempt(phase, number, previous, out, before, tell)
-            if attempt.ok and cfg.review is not None:  # its own checks passed: a reviewer's turn
+            if left is not None and not attempts:
+                attempt = left.resumed(phase)
+            else:
+                attempt = self._attempt(phase, number, previous, out, before, tell)
+            # Its own checks passed (or a killed run's loop had it reviewed): a reviewer's turn.
+            if cfg.review is not None and (attempt.ok or attempt.review is not None):
                 redo = partial(self._attempt, phase, number, out=out, before=before, tell=tell)
-                scene = Scene(self.root, before, out, self.env(phase, number), tell, redo)
+                mark = partial(self._mark, phase, out) if cfg.isolation is None else None
+                scene = Scene(self.root, before, out, self.env(phase, number), tell, redo, mark)
                 attempt = cfg.review(phase, attempt, scene)
             attempts.append(attempt)
             ran = number
@@ -177,6 +198,36 @@ class PhaseRunner:
         unverified = status is Status.COMPLETED and cfg.agent_cli and not verified
         end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
         return replace(end, unverified=unverified, not_put_back=stuck), ran
+
+    def _left_off(
+        self, phase: Phase, out: PhaseLog
+    ) -> tuple[LoopRecord | None, FileSnapshot | None, str | None]:
+        """The loop a killed run left, if it goes on, and the pre-images it goes on against; one
+        that does not has its files put back, and the third item says why that failed."""
+        cfg = self.config
+        why_not = cfg.review.why_not_resume if cfg.review else None
+        record, before, why = going_on(cfg.paths, self.root, phase, cfg.definition, why_not)
+        if record is not None:
+            out.write_line(f"--- goes on with a killed run's review loop after {record.point}")
+            return record, before, None
+        if why is None:  # none was left
+            return None, None, None
+        self.notes.append(f"the review loop a killed run left starts over: {why}")
+        out.write_line(f"--- {self.notes[-1]}")
+        drop(cfg.paths.loop_record(phase.id))
+        if before is None:
+            return None, None, None
+        _, stuck = self._put_back(phase, before, "interrupted", out)
+        return None, before, stuck
+
+    def _mark(
+        self, phase: Phase, out: PhaseLog, attempt: Attempt, number: int, session: str | None
+    ) -> None:
+        """Where the review loop stands, on disk: a killed run's next run goes on from here."""
+        record = LoopRecord.of(phase, self.config.definition, attempt, number, session, self.root)
+        failed = record.keep(self.config.paths.loop_record(phase.id))
+        if failed is not None:  # the loop goes on; only a kill now makes it start over
+            out.write_line(f"--- where the review loop stands is not kept: {failed}")
 
     def _put_back(
         self, phase: Phase, before: FileSnapshot, why: str, out: PhaseLog
@@ -217,7 +268,7 @@ class PhaseRunner:
         self.root, self.space = space.root, space
         try:
             outcome = self._run(phase, out)
-            return self._bring_back(phase, space, outcome, out)
+            return bring_back(space, phase, outcome, out, cfg.paths)
         except BaseException:
             with contextlib.suppress(Exception):  # interrupted: its work outlives the worktree
                 kept = space.keep("the phase was interrupted", phase.name)
@@ -227,49 +278,6 @@ class PhaseRunner:
         finally:
             for line in space.release():
                 out.write_line(f"--- {line}")
-
-    def _bring_back(
-        self, phase: Phase, space: Workspace, outcome: PhaseOutcome, out: PhaseLog
-    ) -> PhaseOutcome:
-        """A passed phase's changes merged into the user's tree; anything else kept."""
-        from ..isolation.merge import merge_back
-
-        cfg = self.config
-        lines: list[str] = []
-        why = "its result was not merged back" if outcome.ok else f"the phase {outcome.status}"
-        tree = None
-        try:
-            tree = space.snapshot(force=phase.files.all())
-            if outcome.ok:
-                merged = merge_back(
-                    space,
-                    phase,
-                    tree,
-                    cfg.paths.preimage(phase.id),
-                    cfg.paths.replaced(phase.id, "merge"),
-                )
-                if merged.refused is None:
-                    out.write_line(f"--- {merged.line(Path.cwd())}")
-                    return outcome
-                lines.append(f"not merged back: {merged.refused}")
-        except (GitError, IsolationError, OSError) as exc:
-            if outcome.ok:
-                lines.append(f"not merged back: {exc}")
-        try:  # whatever went wrong above, the work outlives the worktree
-            kept = space.keep(why, phase.name, tree)
-        except (GitError, IsolationError, OSError) as exc:
-            kept = f"its work not kept: {exc}"
-        if kept:
-            lines.append(kept)
-        for line in lines:
-            out.write_line(f"--- {line}")
-        status = Status.FAILED if outcome.ok else outcome.status
-        last = outcome.attempts[-1]
-        attempts = (
-            *outcome.attempts[:-1],
-            replace(last, file_problems=(*last.file_problems, *lines)),
-        )
-        return replace(outcome, status=status, attempts=attempts, finished=time.time())
 
     def env(self, phase: Phase, attempt: int) -> dict[str, str]:
         if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
@@ -333,7 +341,7 @@ class PhaseRunner:
             return Attempt(number, agent, tokens=call.tokens)
         problems = file_problems(self.root, phase, before)
         if self.space is not None:  # what could not come back fails it while it can retry
-            problems += _out_of_scope(self.space, phase)
+            problems += out_of_scope(self.space, phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
@@ -397,18 +405,3 @@ class PhaseRunner:
         return CheckFailure(
             claim, command, result.exit_code, result.timed_out, tuple(result.tail(15))
         )
-
-
-def _out_of_scope(space: Workspace, phase: Phase) -> list[str]:
-    """The worktree's changes outside the phase's declared files, or undoing the user's work,
-    as a file problem."""
-    from ..isolation.merge import UNDOES, scope, undoes
-
-    try:
-        tree = space.snapshot(force=phase.files.all())
-        inside, outside = scope(phase, space.changed(tree), space.isolation.prefix)
-        undone = undoes(space, phase, inside, tree)
-    except (GitError, OSError):
-        return []  # the merge-back looks again
-    problems = ["changed files outside its declared ones: " + ", ".join(outside)] if outside else []
-    return problems + ([UNDOES + ", ".join(undone)] if undone else [])

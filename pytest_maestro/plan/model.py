@@ -72,6 +72,13 @@ class Phase:
     review: str | None = None  # one of REVIEW_MODES; None: its agent's, else --maestro-review
     escalate_model: str | None = None  # the model of its late fix rounds after a review
 
+    def file_lines(self, read: bool = False) -> list[str]:
+        """``- create: path`` for each declared file (with ``read``, ``- read: path`` for each
+        it reads after them): how the implementer's and the reviewer's prompts list them."""
+        kinds = [("create", self.files.create), ("modify", self.files.modify)]
+        kinds += [("delete", self.files.delete)] + ([("read", self.reads)] if read else [])
+        return [f"- {kind}: {path}" for kind, paths in kinds for path in paths]
+
 
 @dataclass(frozen=True)
 class Plan:

@@ -122,15 +122,7 @@ def _task(phase: Phase) -> str:
     lines = [f"## The task: {phase.name}"]
     if phase.description:
         lines.append(phase.description)
-    files = [
-        f"- {kind}: {path}"
-        for kind, paths in (
-            ("create", phase.files.create),
-            ("modify", phase.files.modify),
-            ("delete", phase.files.delete),
-        )
-        for path in paths
-    ]
+    files = phase.file_lines()  # what it may change: what it reads is no concern of the review
     if files:
         lines.append("Files it declares (it may change no others):\n" + "\n".join(files))
     if phase.constraints:

@@ -99,6 +99,15 @@ class Lifecycle:
                 f"after a killed run: phase {pid!r}: {r.line(Path.cwd())}"
                 for pid, r in recorder.restored
             ]
+            self.notes += [
+                f"after a killed run: phase {pid!r}: its files stay as {record.point} saw them, "
+                + ("which passed" if record.review.passed else "for its review loop to go on")
+                for pid, record in recorder.resuming
+            ]
+            self.notes += [
+                f"after a killed run: phase {pid!r}: its review loop starts over: {why}"
+                for pid, why in recorder.started_over
+            ]
             recorder.store.set_session(execution_mode="parallel" if parallel else "sequential")
             self._send_back(recorder)
             if self.base is not None:

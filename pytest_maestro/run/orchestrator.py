@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from ..review.final import FinalRecord
 from ..review.verdict import Review
 from ..runtimes import Runtime
 from ..settings import Settings
-from ..state import SessionPaths, StateError, read_session
+from ..state import SessionPaths, StateError, fingerprints, read_session
 from ..texts import os_error_text
 from .lifecycle import Lifecycle
 from .resolver import Resolver
@@ -93,6 +94,7 @@ class Orchestrator:
         assert name is not None, "Resolver.refusal refuses a phase without a runtime"
         runtime = self.resolve.runtimes[name]
         agent_cli = name != "shell"  # an agent's word needs proof; a command's exit code is one
+        review = self.review(phase)
         config = RunConfig(
             plan=self.plan,
             root=self.root,
@@ -117,13 +119,21 @@ class Orchestrator:
             progress=self.progress,
             plan_path=self.plan_path,
             slots=self.life.slots,
-            review=self.review(phase),
+            review=review,
+            # What a loop record a killed run left must match, for a reviewed phase only.
+            definition=self.definitions[phase.id] if review is not None else "",
         )
         if not agent_cli:  # a phase's own commands read no prompt: none is built
             return PhaseRunner(config, runtime, _no_prompt).run(phase)
         context = self.prompt_context(phase)
         runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
-        return dataclasses.replace(runner.run(phase), warnings=context.warnings)
+        outcome = runner.run(phase)
+        return dataclasses.replace(outcome, warnings=(*outcome.warnings, *context.warnings))
+
+    @functools.cached_property
+    def definitions(self) -> dict[str, str]:
+        """Each phase's fingerprint, as the session keeps it (``state.fingerprints``)."""
+        return fingerprints(self.graph)
 
     def review(self, phase: Phase) -> PhaseReview | None:
         """The phase's review step, or None: it is not reviewed."""

@@ -13,6 +13,7 @@ from typing import Any
 from ..files.declared import FileSnapshot
 from ..files.putback import Restored, RestoreError
 from ..phase.facts import PhaseFacts, SkipKind
+from ..phase.loop_record import LoopRecord, LoopRecordError, drop, left_off
 from ..plan import Files, Phase, Plan
 from ..plan.graph import PlanGraph
 from ..processes.leftovers import end_groups, read_running_record
@@ -49,6 +50,8 @@ class Recorder:
         # (half-done, or done but not yet recorded) is put back, as every phase runs again.
         left = [read_running_record(path) for path in paths.running_records()]
         saved = self._preimages()  # one listing serves the put-back and the drop of stale ones
+        self.resuming: list[tuple[str, LoopRecord]] = []  # review loops that may go on
+        self.started_over: list[tuple[str, str]] = []  # (phase id, why its loop cannot)
         if fresh:  # the session is new: whatever phase has pre-images left is put back
             half_done = [pid for pid in plan.ids if self._preimage(pid) in saved]
         else:
@@ -57,11 +60,15 @@ class Recorder:
                 Interrupted(r.phase, plan.phase(r.phase).files) for r in left if r.phase in ids
             )
             half_done = [phase.id for phase in store.interrupted]
+            half_done += [pid for pid in self._loops(saved) if pid not in half_done]
         for record in left:
             end_groups(record.groups)
         self.restored: list[tuple[str, Restored]] = []  # (phase id, what its restore did)
         self.unwritable: str | None = None
+        going_on = {pid for pid, _ in self.resuming}
         for phase_id in half_done:
+            if phase_id in going_on:  # its files stay as its loop left them, pre-images kept
+                continue
             try:
                 done = self._put_back(phase_id)
             except RestoreError as exc:  # nothing written: the next run tries again
@@ -70,6 +77,7 @@ class Recorder:
                     "before it began stay in its pre-images, for the next run to put back"
                 ) from None
             self.restored += [(phase_id, restored) for restored in done]
+            drop(paths.loop_record(phase_id))  # only now: a kill before reads it again
         self._drop_stale_preimages(set(half_done), saved)
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
@@ -79,6 +87,28 @@ class Recorder:
 
     def _preimage(self, phase_id: str) -> Path:
         return self.paths.preimage(phase_id)
+
+    def _loops(self, saved: set[Path]) -> list[str]:
+        """The phases a killed run's review loop left, but those the session has completed: a
+        loop record marks its phase half-done whatever the session says, since one kept to go
+        on outlives a run that did not select its phase. Each is checked: its loop may go on
+        (``resuming``), or it starts over, its files put back (``started_over`` says why)."""
+        found: list[str] = []
+        for phase in self.plan.phases:
+            if self.paths.loop_record(phase.id) not in saved:
+                continue
+            if self.store.last_status(phase.id) is Status.COMPLETED:
+                continue  # ended before the kill: dropped with its pre-images
+            found.append(phase.id)
+            definition = self.store.phase(phase.id).definition or ""
+            try:
+                left = left_off(self.paths, self.root, phase, definition)
+            except LoopRecordError as exc:
+                self.started_over.append((phase.id, str(exc)))
+                continue
+            if left is not None:
+                self.resuming.append((phase.id, left[0]))
+        return found
 
     def _put_back(self, phase_id: str) -> list[Restored]:
         """A half-done phase's declared files put back from its pre-images (none: it had changed
@@ -97,6 +127,7 @@ class Recorder:
             done = self._put_back(phase_id)
         except RestoreError as exc:  # its pre-images stay: the next run tries again
             return [f"phase {phase_id!r}, its worker crashed: {exc}"]
+        drop(self.paths.loop_record(phase_id))  # it ends failed, or starts over when run again
         self._preimage(phase_id).unlink(missing_ok=True)
         return [f"its worker crashed: phase {phase_id!r}: {r.line(Path.cwd())}" for r in done]
 
@@ -105,6 +136,8 @@ class Recorder:
         was recorded (a kill came between the record and their removal): never to be put back
         over what ran since, should a later run of the phase be killed before it saves its own."""
         for phase_id in self.plan.ids:
+            if phase_id not in half_done and self.paths.loop_record(phase_id) in saved:
+                drop(self.paths.loop_record(phase_id))
             if phase_id not in half_done and self._preimage(phase_id) in saved:
                 self._preimage(phase_id).unlink(missing_ok=True)
 
@@ -170,6 +203,7 @@ class Recorder:
         completed, self._completed = self._completed, []
         if self.unwritable is None:
             for phase_id in completed:
+                drop(self.paths.loop_record(phase_id))  # first: it needs the pre-images
                 self._preimage(phase_id).unlink(missing_ok=True)
 
     def final_reviewed(self, record: Mapping[str, Any]) -> None:

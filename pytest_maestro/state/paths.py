@@ -115,6 +115,11 @@ class SessionPaths:
         after the session too, since two plans that run at once in one root may share ids."""
         return self.preimages / f"{self.name}.{file_stem(phase_id)}.tar"
 
+    def loop_record(self, phase_id: str) -> Path:
+        """Where a reviewed phase's loop stood after its last review (``phase/loop_record.py``):
+        beside its pre-images, which it needs and with which it goes."""
+        return self.preimages / f"{self.name}.{file_stem(phase_id)}.loop.json"
+
     def kept_preimage(self, phase_id: str) -> Path:
         """Where a phase's pre-images go when they could not be put back: a name no run reuses,
         so that the next run of the phase saves its own."""

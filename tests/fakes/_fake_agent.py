@@ -49,8 +49,13 @@ marker already names. These are edits like FAKE:EDIT's: done only with the CLI's
 written byte for byte, and listed in the Task Report (Files Created/Modified/Deleted).
 
 When FAKE_AGENT_STATE names a directory, every call appends one JSON line to calls.jsonl in it:
-cli, argv, cwd, prompt_length, phase_id (env MAESTRO_PHASE_ID), attempt, pid and review (whether
-it was a reviewer's call: _fake_reviewer.py says what a fake answers to a review prompt).
+cli, argv, cwd, prompt_length, phase_id (env MAESTRO_PHASE_ID), attempt, round (env
+MAESTRO_REVIEW_ROUND, 0 outside a fix round), pid and review (whether it was a reviewer's call:
+_fake_reviewer.py says what a fake answers to a review prompt).
+
+When FAKE_AGENT_HANG_ROUND is set in its environment (not a marker: a fix round's prompt quotes
+no task), an implementer's call in that fix round sleeps until killed, after it was logged: a test
+kills the run meanwhile, and runs it again without the variable.
 """
 
 from __future__ import annotations
@@ -296,6 +301,7 @@ class Call:
             "prompt_length": len(self.prompt),
             "phase_id": os.environ.get("MAESTRO_PHASE_ID"),
             "attempt": self.attempt,
+            "round": int(os.environ.get("MAESTRO_REVIEW_ROUND") or 0),
             "pid": os.getpid(),
             "review": self.review,
         }
@@ -352,6 +358,10 @@ class Call:
             text = reviewer.review(self.prompt, self.root, self.attempt)
             return Reply("answer", text, None, tokens=self.markers.tokens)
         m = self.markers
+        hang = os.environ.get("FAKE_AGENT_HANG_ROUND")
+        if hang and hang == os.environ.get("MAESTRO_REVIEW_ROUND"):
+            while True:
+                time.sleep(3600)
         for command in _SHELL.findall(self.prompt):
             import subprocess  # here: most calls run no command, and the fakes start fast
 

@@ -17,6 +17,12 @@ these, anywhere in the prompt:
   FAKE:REVIEW_WRITE path=text  write `text` to `path` whatever the CLI's read-only mode says (a
                                reviewer that got past it), then answer as usual
 
+A plan that must stay as its format's example has no markers: the environment says the same of
+a phase by its id (MAESTRO_PHASE_ID):
+
+  FAKE_REVIEW_UNMET_UNTIL_ROUND=T006=1
+                               as FAKE:REVIEW_UNMET_UNTIL_ROUND=1, for phase T006 only
+
 A prompt that starts with "Final review of plan" is the final review of a run (its prompt quotes
 every phase's task, so these markers may be in any of them). Its answer has no criteria; its
 findings name phases:
@@ -110,6 +116,9 @@ def review(prompt: str, root: Path, attempt: int) -> str:
     if "FAKE:REVIEW_UNMET_FIRST" in prompt and attempt <= 1:
         unmet.add(1)
     until = _UNTIL.search(prompt)
+    phase, _, by_env = os.environ.get("FAKE_REVIEW_UNMET_UNTIL_ROUND", "").rpartition("=")
+    if by_env.isdigit() and phase == os.environ.get("MAESTRO_PHASE_ID"):
+        until = re.match(r"(\d+)", by_env)
     if until and int(os.environ.get("MAESTRO_REVIEW_ROUND") or 0) < int(until.group(1)):
         unmet.add(1)
     files = _DECLARED.findall(prompt)
