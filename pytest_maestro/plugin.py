@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,7 +19,7 @@ from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 # plan's reading, a runtime, the scheduler, a view) where they use it.
 if TYPE_CHECKING:
     from .plan.graph import PlanGraph
-    from .run.orchestrator import Role
+    from .run.orchestrator import Orchestrator, Role
     from .runtimes import Runtime
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
@@ -159,30 +159,15 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from .hooks import progress
     from .hooks.collect import ORCHESTRATOR_KEY
-    from .hooks.session import MaestroSession, durations_key
-    from .run.orchestrator import Orchestrator
+    from .hooks.session import MaestroSession
 
     role = process_role(config)
     try:
-        settings = Settings.from_config(config)
-        graph = plan_graph(config, settings, role)
-        plan = graph.plan
-        root = project_root(config, settings.root, plan.root, plan.path)
-        state_dir_inside(root, settings.state_dir)
-        report_allowed(
-            config.invocation_params.dir, settings.report, root, settings.state_dir, plan.path
-        )
-        maestro = Orchestrator(
-            settings,
-            graph,
-            root,
-            agent_dirs=agent_dirs(config, settings, plan.path, root),
-            role=role,
-            runtimes=runtimes(config),
-            durations=cached_durations(config, durations_key(plan.path.resolve()))
-            if role.decides
-            else {},
-        )
+        given = remote_given(config, role)
+        if given is not None:
+            maestro = remote_worker(config, given, role)
+        else:
+            maestro = local_orchestrator(config, Settings.from_config(config), role)
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[ORCHESTRATOR_KEY] = maestro
@@ -190,13 +175,85 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     # Collect the plan and nothing else, whatever testpaths or arguments say; node ids of its
     # phases (plan.yaml::p3) select those phases, as -k would.
-    config.args = phase_node_ids(config.args, plan.path) or [str(plan.path)]
+    if maestro.remote is None:
+        config.args = phase_node_ids(config.args, maestro.plan.path) or [str(maestro.plan.path)]
     config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
     progress.register(config, maestro)
     if config.pluginmanager.hasplugin("xdist"):
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def local_orchestrator(config: pytest.Config, settings: Settings, role: Role) -> Orchestrator:
+    """The run as a process on the controller's file system sees it."""
+    from .hooks.session import durations_key
+    from .run.orchestrator import Orchestrator, Role
+
+    if role is Role.CONTROLLER or role is Role.WORKER:
+        from .hooks.remote import local_isolation, remote_run, start_controller
+
+        if role is Role.CONTROLLER and remote_run(config, settings):
+            settings = start_controller(config, settings)
+        settings = local_isolation(config, settings)
+    graph = plan_graph(config, settings, role)
+    plan = graph.plan
+    root = project_root(config, settings.root, plan.root, plan.path)
+    state_dir_inside(root, settings.state_dir)
+    report_allowed(
+        config.invocation_params.dir, settings.report, root, settings.state_dir, plan.path
+    )
+    return Orchestrator(
+        settings,
+        graph,
+        root,
+        agent_dirs=agent_dirs(config, settings, plan.path, root),
+        role=role,
+        runtimes=runtimes(config),
+        durations=cached_durations(config, durations_key(plan.path.resolve()))
+        if role.decides
+        else {},
+    )
+
+
+def remote_given(config: pytest.Config, role: Role) -> dict[str, Any] | None:
+    from .run.orchestrator import Role
+
+    if role is not Role.WORKER:
+        return None
+    from .hooks.remote import given_remote
+
+    return given_remote(config)
+
+
+def remote_worker(config: pytest.Config, given: dict[str, Any], role: Role) -> Orchestrator:
+    """The run as a remote worker sees it: the controller's settings and plan, the plan file
+    where pytest names it, and a directory of its own on its host (see ``hooks/remote.py``)."""
+    from dataclasses import replace
+
+    from .hooks.remote import channel_receiver, mirror_plan, selected, worker_id
+    from .plan.graph import PlanGraph
+    from .remote.home import Home
+    from .remote.worker import RemoteWorker, home_for
+    from .run.orchestrator import Orchestrator
+
+    settings = Settings.from_wire(given["settings"])
+    path = mirror_plan(config, given)
+    plan = plan_graph(config, settings, role).plan
+    graph = PlanGraph(replace(plan, path=path))
+    home = home_for(Path.cwd(), Path(given["root"]), given["session"], worker_id(config))
+    remote = RemoteWorker(Home(home), channel_receiver(given))
+    remote.prepare()  # what an earlier run left there goes
+    config.args = selected(path, given)
+    return Orchestrator(
+        settings,
+        graph,
+        home,
+        agent_dirs=agent_dirs(config, settings, path, home),
+        role=role,
+        runtimes=runtimes(config),
+        remote=remote,
+    )
 
 
 def plan_graph(config: pytest.Config, settings: Settings, role: Role) -> PlanGraph:

@@ -26,6 +26,7 @@ from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
 from .progress import heard
+from .remote import CHANNELS
 from .skips import report_skip
 
 # Where the final review is: not selected, waiting for every phase to finish, on a worker, done.
@@ -224,6 +225,11 @@ class DependencyScheduling:
 
     def _send(self, node: WorkerController, job: str) -> None:
         self.running[node] = job
+        channel = self.config.stash.get(CHANNELS, {}).get(node.gateway.id)
+        if channel is not None:  # a remote worker: the phase's start first, on its side channel
+            from ..run.remote import make_start
+
+            channel.send(make_start(self.maestro.life, job, node.gateway.id))
         node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
 
     # -- helpers ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .._compat import remember_failed, runs_distributed, stop_message, stop_session
-from ..phase.facts import SkipKind, SkipReason
+from ..phase.facts import PhaseFacts, SkipKind, SkipReason
 from ..processes.process import interrupted_by
 from ..processes.reaping import subreaper
 from ..review.final import FINAL_NAME
@@ -126,10 +126,13 @@ class MaestroSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Persist a phase's news before any reporter sees it, then let the breaker judge."""
+        """Persist a phase's news before any reporter sees it, then let the breaker judge. A
+        remote phase's result is brought in first: it decides whether the phase completed."""
         facts = self.facts(report)
         if facts is None:
             return
+        if facts.remote is not None and self.run.decides:
+            facts = self._brought_back(report, facts)
         if facts.phase == FINAL_NAME:  # no plan has a phase of that name: refused
             self.final.reported(report, facts)
             return
@@ -156,6 +159,19 @@ class MaestroSession:
         phase = self.maestro.plan.phase(facts.phase)
         agent, wave = self.maestro.resolve.agent_name(phase), self.run.graph.wave(phase.id)
         junit.record_phase(self.config, report, facts, agent, wave)
+
+    def _brought_back(self, report: pytest.TestReport, facts: PhaseFacts) -> PhaseFacts:
+        """A remote phase's result brought into the user's tree (``run/remote.py``); the report
+        carries the facts as they stand then, and fails when a passed phase did not come back."""
+        from ..run.remote import brought_back
+
+        facts, refused = brought_back(self.maestro.life, facts)
+        facts.attach(report)  # its diff and logs left out: they are in, or kept
+        self.facts.forget(report)
+        if refused is not None and report.passed:
+            report.outcome = "failed"
+            report.longrepr = f"phase {facts.phase!r} passed on its worker; {facts.failure}"
+        return facts
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

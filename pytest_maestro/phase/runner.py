@@ -66,6 +66,10 @@ class RunConfig:
     # The plan's real path (MAESTRO_PLAN), resolved once per run rather than at every phase.
     plan_path: Path | None = None
     review: PhaseReview | None = None  # a reviewer judges each attempt whose checks passed
+    # The root is a copy thrown away after the phase (a remote worker's work tree): nothing is
+    # saved to put back; ``scope`` names what the copy's changes could not bring back.
+    disposable: bool = False
+    scope: Callable[[Phase], list[str]] | None = None
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -120,7 +124,8 @@ class PhaseRunner:
             attempt = Attempt(0, AgentResult(Status.BLOCKED, str(refused)))
             return PhaseOutcome(phase.id, Status.BLOCKED, (attempt,), log, started, time.time())
         preimage = cfg.paths.preimage(phase.id)
-        restores = cfg.isolation is None  # a worktree is thrown away, not restored
+        # A worktree is thrown away, not restored.
+        restores = cfg.isolation is None and not cfg.disposable
         if before.contents and restores:
             before.save(preimage)
         else:  # none of its declared files exists yet: an earlier run's are not to be put back
@@ -334,6 +339,8 @@ class PhaseRunner:
         problems = file_problems(self.root, phase, before)
         if self.space is not None:  # what could not come back fails it while it can retry
             problems += _out_of_scope(self.space, phase)
+        if cfg.scope is not None:
+            problems += cfg.scope(phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files
