@@ -165,13 +165,16 @@ class MaestroSession:
         carries the facts as they stand then, and fails when a passed phase did not come back."""
         from ..run.remote import brought_back
 
-        facts, refused = brought_back(self.maestro.life, facts)
-        facts.attach(report)  # its diff and logs left out: they are in, or kept
+        brought = brought_back(self.maestro.life, facts)
+        brought.facts.attach(report)  # its diff and logs left out: they are in, or kept
         self.facts.forget(report)
-        if refused is not None and report.passed:
+        lines = "".join(f"\n--- {line}" for line in brought.lines)
+        if brought.refused is not None and report.passed:
             report.outcome = "failed"
-            report.longrepr = f"phase {facts.phase!r} passed on its worker; {facts.failure}"
-        return facts
+            report.longrepr = f"phase {facts.phase!r} passed on its worker, but{lines}"
+        elif lines and report.failed and isinstance(report.longrepr, str):
+            report.longrepr += lines
+        return brought.facts
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,20 +54,30 @@ def shipper_of(life: Lifecycle) -> Shipper | None:
     return life.shipper
 
 
-def brought_back(life: Lifecycle, facts: PhaseFacts) -> tuple[PhaseFacts, str | None]:
+@dataclass(frozen=True)
+class BroughtBack:
+    """A remote phase's facts once its result was brought in (its diff and logs left out),
+    why a phase that passed on its worker did not come back (None: it did, or it had failed),
+    and what users should read beside its failure (where its work is kept)."""
+
+    facts: PhaseFacts
+    refused: str | None = None
+    lines: tuple[str, ...] = ()
+
+
+def brought_back(life: Lifecycle, facts: PhaseFacts) -> BroughtBack:
     """On the controller: a remote phase's result brought in (merged when it passed, else kept)
-    and its logs written; the facts as they stand then, the diff and logs left out, and why a
-    phase that passed on its worker did not come back, if it did not."""
+    and its logs written."""
     shipper = life.shipper
     sent = shipper.sent.pop(facts.phase, None) if shipper is not None else None
     if shipper is None or sent is None or facts.remote is None:
-        return facts, None
+        return BroughtBack(facts)
     isolation = life.isolation
     assert isolation is not None, "a shipper is made only with the run's isolation"
     try:
         result = Result.from_mapping(facts.remote)
     except RemoteError as exc:
-        return _refused(facts, str(exc), None), str(exc) if facts.ok else None
+        return BroughtBack(_refused(facts, str(exc)), str(exc) if facts.ok else None)
     if result.start == sent.commit:
         shipper.confirm(sent.worker, sent.commit)
     phase = life.plan.phase(facts.phase)
@@ -82,11 +93,11 @@ def brought_back(life: Lifecycle, facts: PhaseFacts) -> tuple[PhaseFacts, str | 
     life.notes += notes
     facts = dataclasses.replace(facts, remote=result.without_payload())
     if brought.refused is None or not facts.ok:
-        return facts, None
-    return _refused(facts, brought.refused, brought.lines), brought.refused
+        return BroughtBack(facts, None, brought.lines if not facts.ok else ())
+    return BroughtBack(_refused(facts, brought.refused), brought.refused, brought.lines)
 
 
-def _refused(facts: PhaseFacts, why: str, lines: tuple[str, ...] | None) -> PhaseFacts:
+def _refused(facts: PhaseFacts, why: str) -> PhaseFacts:
     """A phase that passed on its worker, failed here: its result did not come back."""
     if not facts.ok:
         return dataclasses.replace(facts, remote=None)
