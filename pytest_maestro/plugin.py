@@ -231,7 +231,7 @@ def remote_worker(config: pytest.Config, given: dict[str, Any], role: Role) -> O
     where pytest names it, and a directory of its own on its host (see ``hooks/remote.py``)."""
     from dataclasses import replace
 
-    from .hooks.remote import channel_receiver, mirror_plan, selected, worker_id
+    from .hooks.remote import channel_receiver, given_agents, mirror_plan, selected, worker_id
     from .plan.graph import PlanGraph
     from .remote.home import Home
     from .remote.worker import RemoteWorker, home_for
@@ -249,7 +249,7 @@ def remote_worker(config: pytest.Config, given: dict[str, Any], role: Role) -> O
         settings,
         graph,
         home,
-        agent_dirs=agent_dirs(config, settings, path, home),
+        agent_dirs=given_agents(home, given),  # the controller's, in its order
         role=role,
         runtimes=runtimes(config),
         remote=remote,

@@ -85,7 +85,12 @@ def is_remote_node(node: WorkerController, settings: Settings) -> bool:
 
 
 def remote_input(
-    node: WorkerController, settings: Settings, plan: Plan, session: str, root: Path
+    node: WorkerController,
+    settings: Settings,
+    plan: Plan,
+    session: str,
+    root: Path,
+    maestro_dirs: list[Path],
 ) -> dict[str, Any]:
     """What a remote worker is handed at its start, a side channel on its gateway among it."""
     config = node.config
@@ -103,6 +108,7 @@ def remote_input(
     ]
     return {
         "channel": channel,
+        "agents": agent_files(maestro_dirs),
         "settings": dataclasses.replace(settings, isolate="none").to_wire(),
         "plan_bytes": real.read_bytes(),
         "plan_node": nodepath,
@@ -110,6 +116,33 @@ def remote_input(
         "root": str(root),
         "selection": selection,
     }
+
+
+def agent_files(directories: list[Path]) -> list[tuple[int, str, bytes]]:
+    """The agent definitions this machine would read, each with the place of its directory in
+    the search: a remote worker reads them in the same order, from its own copies."""
+    found = []
+    for place, directory in enumerate(directories):
+        try:
+            paths = sorted(directory.glob("*.md")) if directory.is_dir() else []
+            found += [(place, path.name, path.read_bytes()) for path in paths if path.is_file()]
+        except OSError:
+            continue  # unreadable here: the controller's own reading says so
+    return found
+
+
+def given_agents(home: Path, given: dict[str, Any]) -> list[Path]:
+    """The agent definitions the controller handed over, written under ``home``; the
+    directories to search, in the controller's order."""
+    directories: dict[int, Path] = {}
+    for place, name, data in given["agents"]:
+        directory = directories.setdefault(int(place), home / "agents" / str(int(place)))
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / Path(str(name)).name).write_bytes(data)
+        except OSError as exc:
+            raise pytest.UsageError(f"cannot write agent definitions in {home}: {exc}") from None
+    return [directories[place] for place in sorted(directories)]
 
 
 def given_remote(config: pytest.Config) -> dict[str, Any] | None:

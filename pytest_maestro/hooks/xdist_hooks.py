@@ -51,7 +51,12 @@ def pytest_configure_node(node: WorkerController) -> None:
     settings = maestro.settings
     if is_remote_node(node, settings):
         node.workerinput[REMOTE_INPUT] = remote_input(
-            node, settings, maestro.plan, maestro.paths.name, maestro.root
+            node,
+            settings,
+            maestro.plan,
+            maestro.paths.name,
+            maestro.root,
+            list(maestro.resolve.agent_dirs),
         )
     else:
         node.workerinput[ISOLATE_INPUT] = settings.isolate

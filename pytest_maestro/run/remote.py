@@ -81,6 +81,8 @@ def brought_back(life: Lifecycle, facts: PhaseFacts) -> BroughtBack:
     if result.start == sent.commit:
         shipper.confirm(sent.worker, sent.commit)
     phase = life.plan.phase(facts.phase)
+    if facts.tokens is not None and facts.tokens.cost:  # its host's ledger is not this one
+        life.budget.add(phase.id, facts.attempts or 1, facts.tokens.cost)
     cwd = Path.cwd()
     notes = write_logs(result, life.paths.logs, cwd)
     # A kill while its files are written makes the next run put them back from the pre-images

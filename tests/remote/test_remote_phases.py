@@ -238,12 +238,18 @@ def test_node_ids_select_phases_on_remote_workers(tmp_path: Path) -> None:
     assert not (root / "a.txt").exists()
 
 
-def test_a_remote_agent_phase_gets_its_dependencies_results_from_the_controller(
+def test_a_remote_agent_phase_gets_its_agent_and_its_dependencies_results_from_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
     plan = [
-        {"id": "first", "name": "Phase first", "description": "do it", "reads": ["R"]},
+        {
+            "id": "first",
+            "name": "Phase first",
+            "description": "do it",
+            "reads": ["R"],
+            "agent": "coder",
+        },
         {
             "id": "second",
             "name": "Phase second",
@@ -253,6 +259,9 @@ def test_a_remote_agent_phase_gets_its_dependencies_results_from_the_controller(
         },
     ]
     root = make_project(tmp_path / "p", plan)
+    (root / "agents").mkdir()  # a definition of this machine's: it goes with the phases
+    coder = "---\nname: coder\nruntime: claude\n---\nYou are the coder of this project.\n"
+    (root / "agents" / "coder.md").write_text(coder)
     result = run(root, *hosts(tmp_path, 2), "--maestro-runtime=claude")
     assert result.returncode == 0, result.stdout + result.stderr
     logs = root / ".maestro" / "logs"
@@ -260,3 +269,5 @@ def test_a_remote_agent_phase_gets_its_dependencies_results_from_the_controller(
     [prompt] = sorted(logs.glob("second.attempt-*.prompt.md"))
     assert "## Dependency results\n### first: Phase first\nCOMPLETED: done" in prompt.read_text()
     assert "went without" not in result.stdout + (logs / "second.log").read_text()
+    [first] = sorted(logs.glob("first.attempt-*.prompt.md"))
+    assert "You are the coder of this project." in first.read_text()
