@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -163,11 +163,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     role = process_role(config)
     try:
-        given = remote_given(config, role)
-        if given is not None:
-            maestro = remote_worker(config, given, role)
-        else:
-            maestro = local_orchestrator(config, Settings.from_config(config), role)
+        maestro = remote_worker(config, role) or local_orchestrator(
+            config, Settings.from_config(config), role
+        )
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[ORCHESTRATOR_KEY] = maestro
@@ -183,6 +181,22 @@ def pytest_configure(config: pytest.Config) -> None:
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def remote_worker(config: pytest.Config, role: Role) -> Orchestrator | None:
+    """A remote worker's run, its plan, settings and agents the controller's (see
+    ``hooks/remote.py``); None in any other process."""
+    from .run.orchestrator import Role
+
+    if role is not Role.WORKER:
+        return None
+    from .hooks.remote import given_remote, remote_orchestrator
+    from .hooks.xdist_hooks import given_plan
+
+    given, plan = given_remote(config), given_plan(config)
+    if given is None or plan is None:
+        return None
+    return remote_orchestrator(config, given, plan, role, runtimes(config))
 
 
 def local_orchestrator(config: pytest.Config, settings: Settings, role: Role) -> Orchestrator:
@@ -213,46 +227,6 @@ def local_orchestrator(config: pytest.Config, settings: Settings, role: Role) ->
         durations=cached_durations(config, durations_key(plan.path.resolve()))
         if role.decides
         else {},
-    )
-
-
-def remote_given(config: pytest.Config, role: Role) -> dict[str, Any] | None:
-    from .run.orchestrator import Role
-
-    if role is not Role.WORKER:
-        return None
-    from .hooks.remote import given_remote
-
-    return given_remote(config)
-
-
-def remote_worker(config: pytest.Config, given: dict[str, Any], role: Role) -> Orchestrator:
-    """The run as a remote worker sees it: the controller's settings and plan, the plan file
-    where pytest names it, and a directory of its own on its host (see ``hooks/remote.py``)."""
-    from dataclasses import replace
-
-    from .hooks.remote import channel_receiver, given_agents, mirror_plan, selected, worker_id
-    from .plan.graph import PlanGraph
-    from .remote.home import Home
-    from .remote.worker import RemoteWorker, home_for
-    from .run.orchestrator import Orchestrator
-
-    settings = Settings.from_wire(given["settings"])
-    path = mirror_plan(config, given)
-    plan = plan_graph(config, settings, role).plan
-    graph = PlanGraph(replace(plan, path=path))
-    home = home_for(Path.cwd(), Path(given["root"]), given["session"], worker_id(config))
-    remote = RemoteWorker(Home(home), channel_receiver(given))
-    remote.prepare()  # what an earlier run left there goes
-    config.args = selected(path, given)
-    return Orchestrator(
-        settings,
-        graph,
-        home,
-        agent_dirs=given_agents(home, given),  # the controller's, in its order
-        role=role,
-        runtimes=runtimes(config),
-        remote=remote,
     )
 
 

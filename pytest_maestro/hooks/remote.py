@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,8 +22,12 @@ from .._compat import WorkerController
 from ..plan import Plan
 from ..remote import RemoteError
 from ..remote.specs import REMOTE_KEYS, any_remote, worker_arguments
+from ..runtimes import Runtime
 from ..settings import OPTIONS, Settings, SettingsError
 from .nodeids import NodeId
+
+if TYPE_CHECKING:
+    from ..run.orchestrator import Orchestrator, Role
 
 REMOTE_INPUT = "maestro_remote"
 # Every worker's channel, by worker id, on the controller of a run with remote workers.
@@ -143,6 +148,37 @@ def given_agents(home: Path, given: dict[str, Any]) -> list[Path]:
         except OSError as exc:
             raise pytest.UsageError(f"cannot write agent definitions in {home}: {exc}") from None
     return [directories[place] for place in sorted(directories)]
+
+
+def remote_orchestrator(
+    config: pytest.Config,
+    given: dict[str, Any],
+    plan: Plan,
+    role: Role,
+    runtimes: Mapping[str, Runtime],
+) -> Orchestrator:
+    """The run as a remote worker sees it: the controller's settings, plan and agent
+    definitions, the plan file where pytest names it, and a directory of its own on its host."""
+    from ..plan.graph import PlanGraph
+    from ..remote.home import Home
+    from ..remote.worker import RemoteWorker, home_for
+    from ..run.orchestrator import Orchestrator
+
+    settings = Settings.from_wire(given["settings"])
+    path = mirror_plan(config, given)
+    home = home_for(Path.cwd(), Path(given["root"]), given["session"], worker_id(config))
+    remote = RemoteWorker(Home(home), channel_receiver(given))
+    remote.prepare()  # what an earlier run left there goes
+    config.args = selected(path, given)
+    return Orchestrator(
+        settings,
+        PlanGraph(dataclasses.replace(plan, path=path)),
+        home,
+        agent_dirs=given_agents(home, given),  # the controller's, in its order
+        role=role,
+        runtimes=runtimes,
+        remote=remote,
+    )
 
 
 def given_remote(config: pytest.Config) -> dict[str, Any] | None:
