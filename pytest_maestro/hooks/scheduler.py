@@ -46,6 +46,8 @@ class DependencyScheduling:
         self.policy: Policy | None = None
         self.last_start = 0.0
         self.crashed: set[str] = set()  # phases whose worker died, until the crash is judged
+        self.lost: set[str] = set()  # of those, phases whose remote worker was lost
+        self.lost_before: set[str] = set()  # phases run again once after their host was lost
         self.again: list[str] = []  # crashed phases to run again, before anything else starts
         self.phase_at: dict[int, str] = {}  # index in the collection -> phase id
         self.ended: set[str] = set()  # finished at their report, their protocol's end to come
@@ -182,7 +184,28 @@ class DependencyScheduling:
         if life.recorder is not None:  # then its files, before another phase writes them
             life.notes += life.recorder.crashed(crashed)
         self.crashed.add(crashed)
+        if node.gateway.id in self.config.stash.get(CHANNELS, {}):
+            self.lost.add(crashed)
         return self._nodeid(crashed)
+
+    def run_lost_again(self, crashitem: str, worker: str) -> bool:
+        """A remote worker lost under a phase (its host gone, its gateway killed): the phase's
+        work was there, and nothing of it reached the user's tree, so it goes back to pending
+        and runs on another worker, once; a second loss fails it, as any crash does. True when
+        it runs again."""
+        crashed = NodeId.of(crashitem).name
+        if crashed not in self.lost or crashed not in self.crashed:
+            return False
+        self.lost.discard(crashed)
+        if crashed in self.lost_before:
+            return False
+        self.lost_before.add(crashed)
+        self.mark_test_pending(crashitem)
+        self.maestro.life.notes.append(
+            f"phase {crashed!r}: its worker {worker} was lost mid-phase; it ran again on another"
+        )
+        self.schedule()
+        return True
 
     def schedule(self, tearing_down: WorkerController | None = None) -> None:
         """Starts what may start on idle workers; one still ``tearing_down`` its phase last."""

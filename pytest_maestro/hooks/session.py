@@ -28,6 +28,9 @@ from .nodeids import NodeId
 from .report_facts import report_facts
 from .skips import report_skip
 
+# The outcome of xdist's crash report for a phase that runs again after its remote worker was
+# lost (``xdist_hooks.py``, which exists only with xdist, sets it).
+LOST = "lost"
 # The terminal's category for a phase completed before this run.
 ALREADY_COMPLETED = "already completed"
 
@@ -117,7 +120,10 @@ class MaestroSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         """A phase an earlier run completed is counted apart from real skips: a fully resumed
-        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
+        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped. A
+        phase whose remote worker was lost, which runs again, is counted "lost"."""
+        if report.outcome == LOST:
+            return LOST, "L", "LOST (runs again)"
         if report.when == "setup" and report.skipped:
             facts = self.facts(report)
             if facts is not None and facts.status == Status.COMPLETED:

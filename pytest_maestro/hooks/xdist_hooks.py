@@ -18,6 +18,7 @@ from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY
 from .nodeids import phase_id
 from .remote import CHANNELS, ISOLATE_INPUT, REMOTE_INPUT, is_remote_node, remote_input
+from .session import LOST
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -81,11 +82,14 @@ def pytest_handlecrashitem(
     try:
         return (yield)
     finally:
-        if isinstance(sched, DependencyScheduling) and sched.judge_crash(crashitem):
+        worker = crashed_worker_id(report)
+        if isinstance(sched, DependencyScheduling) and sched.run_lost_again(crashitem, worker):
+            report.outcome = LOST  # type: ignore[assignment]  # not a failure: it runs again
+        elif isinstance(sched, DependencyScheduling) and sched.judge_crash(crashitem):
             PhaseFacts(
                 phase_id(crashitem),
                 Status.FAILED,
-                worker=crashed_worker_id(report),
+                worker=worker,
                 finished=iso_time(time.time()),
                 result=str(report.longrepr),
                 failure=" ".join(str(report.longrepr).split())[:300],

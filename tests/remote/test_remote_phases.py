@@ -271,3 +271,25 @@ def test_a_remote_agent_phase_gets_its_agent_and_its_dependencies_results_from_h
     assert "went without" not in result.stdout + (logs / "second.log").read_text()
     [first] = sorted(logs.glob("first.attempt-*.prompt.md"))
     assert "You are the coder of this project." in first.read_text()
+
+
+def test_a_worker_lost_mid_phase_loses_nothing_and_the_run_completes_on_the_others(
+    tmp_path: Path,
+) -> None:
+    mark = tmp_path / "lost-once"
+    # The first time, the phase's host goes (its worker killed under it) after half its work.
+    lose = f"if [ ! -e {mark} ]; then touch {mark}; echo half > a.txt; kill -9 $PPID; sleep 5; fi"
+    plan = [
+        phase("a", lose, "echo a > a.txt", files={"create": ["a.txt"]}),
+        phase("b", "cat a.txt > b.txt", files={"create": ["b.txt"]}, blocked_by=["a"]),
+    ]
+    root = make_project(tmp_path / "p", plan)
+    before = tree(root)
+    result = run(root, *hosts(tmp_path, 2))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert mark.exists()
+    assert "2 passed, 1 lost" in result.stdout
+    assert "its worker gw" in result.stdout and "was lost mid-phase" in result.stdout
+    after = tree(root)
+    assert after.pop("a.txt")[2] == after.pop("b.txt")[2] == b"a\n"  # not the lost half
+    assert after == before
