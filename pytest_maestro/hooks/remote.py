@@ -115,7 +115,7 @@ def remote_input(
         "channel": channel,
         "agents": agent_files(maestro_dirs),
         "settings": dataclasses.replace(settings, isolate="none").to_wire(),
-        "plan_bytes": real.read_bytes(),
+        "plan_bytes": plan_bytes(real),
         "plan_node": nodepath,
         "session": session,
         "root": str(root),
@@ -179,6 +179,15 @@ def remote_orchestrator(
         runtimes=runtimes,
         remote=remote,
     )
+
+
+def plan_bytes(path: Path) -> bytes:
+    """The plan file as it is now, for the worker to name; empty if it went since it was read
+    (the worker runs the plan it is given, whatever the file holds)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def given_remote(config: pytest.Config) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from ..phase.facts import PhaseFacts
 from ..phase.prompt import SessionContext
 from ..processes.leftovers import RunningRecord
 from ..remote import RemoteError
-from ..remote.back import bring_back, write_logs
+from ..remote.back import Brought, bring_back, write_logs
 from ..remote.ship import Shipper
 from ..remote.wire import Result, Start
 from ..state.model import Status
@@ -87,10 +87,14 @@ def brought_back(life: Lifecycle, facts: PhaseFacts) -> BroughtBack:
     notes = write_logs(result, life.paths.logs, cwd)
     # A kill while its files are written makes the next run put them back from the pre-images
     # the merge saves first: the record names the phase, as a worker's does while it runs one.
-    with RunningRecord(life.paths.running_record(os.getpid())) as record:
-        record.start(phase.id)
-        brought = bring_back(isolation, phase, sent, result, life.paths, facts.ok)
-        record.clear()
+    try:
+        with RunningRecord(life.paths.running_record(os.getpid())) as record:
+            record.start(phase.id)
+            brought = bring_back(isolation, phase, sent, result, life.paths, facts.ok)
+            record.clear()
+    except OSError as exc:  # the record itself: nothing was merged
+        why = f"cannot record the merge: {exc}"
+        brought = Brought((f"not merged back: {why}",), why if facts.ok else None)
     _append(life.paths.log(phase.id), [*notes, *brought.lines])
     life.notes += notes
     facts = dataclasses.replace(facts, remote=result.without_payload())
