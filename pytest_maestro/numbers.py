@@ -76,6 +76,7 @@ SHARE = Bounds(0, 1)
 DOLLARS = Bounds(0, 1_000_000)
 WAIT = Bounds(0, WEEK)
 LOG_MEGABYTES = Bounds(0, 1024 * 1024, above=True)  # a tebibyte
+DIFF_MEGABYTES = Bounds(0, 1024, above=True)  # a report carries it: a gibibyte at most
 ESTIMATE = Bounds(0, WEEK)
 TIMEOUT_MINUTES = Bounds(0, WEEK / 60, above=True)
 TURNS = Bounds(1, 100_000, whole=True)

@@ -19,7 +19,7 @@ from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 # plan's reading, a runtime, the scheduler, a view) where they use it.
 if TYPE_CHECKING:
     from .plan.graph import PlanGraph
-    from .run.orchestrator import Role
+    from .run.orchestrator import Orchestrator, Role
     from .runtimes import Runtime
 
 PLAN_HELP = "run the phases of this implementation plan as test items"
@@ -159,29 +159,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from .hooks import progress
     from .hooks.collect import ORCHESTRATOR_KEY
-    from .hooks.session import MaestroSession, durations_key
-    from .run.orchestrator import Orchestrator
+    from .hooks.session import MaestroSession
 
     role = process_role(config)
     try:
-        settings = Settings.from_config(config)
-        graph = plan_graph(config, settings, role)
-        plan = graph.plan
-        root = project_root(config, settings.root, plan.root, plan.path)
-        state_dir_inside(root, settings.state_dir)
-        report_allowed(
-            config.invocation_params.dir, settings.report, root, settings.state_dir, plan.path
-        )
-        maestro = Orchestrator(
-            settings,
-            graph,
-            root,
-            agent_dirs=agent_dirs(config, settings, plan.path, root),
-            role=role,
-            runtimes=runtimes(config),
-            durations=cached_durations(config, durations_key(plan.path.resolve()))
-            if role.decides
-            else {},
+        maestro = remote_worker(config, role) or local_orchestrator(
+            config, Settings.from_config(config), role
         )
     except (PlanError, SettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -190,13 +173,61 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     # Collect the plan and nothing else, whatever testpaths or arguments say; node ids of its
     # phases (plan.yaml::p3) select those phases, as -k would.
-    config.args = phase_node_ids(config.args, plan.path) or [str(plan.path)]
+    if maestro.remote is None:
+        config.args = phase_node_ids(config.args, maestro.plan.path) or [str(maestro.plan.path)]
     config.pluginmanager.register(MaestroSession(config, maestro), "maestro-session")
     progress.register(config, maestro)
     if config.pluginmanager.hasplugin("xdist"):
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+
+
+def remote_worker(config: pytest.Config, role: Role) -> Orchestrator | None:
+    """A remote worker's run, its plan, settings and agents the controller's (see
+    ``hooks/remote.py``); None in any other process."""
+    from .run.orchestrator import Role
+
+    if role is not Role.WORKER:
+        return None
+    from .hooks.remote import given_remote, remote_orchestrator
+    from .hooks.xdist_hooks import given_plan
+
+    given, plan = given_remote(config), given_plan(config)
+    if given is None or plan is None:
+        return None
+    return remote_orchestrator(config, given, plan, role, runtimes(config))
+
+
+def local_orchestrator(config: pytest.Config, settings: Settings, role: Role) -> Orchestrator:
+    """The run as a process on the controller's file system sees it."""
+    from .hooks.session import durations_key
+    from .run.orchestrator import Orchestrator, Role
+
+    if role is Role.CONTROLLER or role is Role.WORKER:
+        from .hooks.remote import local_isolation, remote_run, start_controller
+
+        if role is Role.CONTROLLER and remote_run(config, settings):
+            settings = start_controller(config, settings)
+        settings = local_isolation(config, settings)
+    graph = plan_graph(config, settings, role)
+    plan = graph.plan
+    root = project_root(config, settings.root, plan.root, plan.path)
+    state_dir_inside(root, settings.state_dir)
+    report_allowed(
+        config.invocation_params.dir, settings.report, root, settings.state_dir, plan.path
+    )
+    return Orchestrator(
+        settings,
+        graph,
+        root,
+        agent_dirs=agent_dirs(config, settings, plan.path, root),
+        role=role,
+        runtimes=runtimes(config),
+        durations=cached_durations(config, durations_key(plan.path.resolve()))
+        if role.decides
+        else {},
+    )
 
 
 def plan_graph(config: pytest.Config, settings: Settings, role: Role) -> PlanGraph:

@@ -7,6 +7,8 @@ came from.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -232,6 +234,21 @@ OPTIONS: tuple[Option, ...] = (
         "untracked files each phase's worktree gets a copy of (comma-separated globs: .env)",
     ),
     Option(
+        "remote",
+        "run every xdist worker's phases as remote ones: base out as a git bundle, diff back "
+        "(a --tx spec with ssh=, socket= or chdir= is remote anyway)",
+        "bool",
+        False,
+    ),
+    Option(
+        "remote_diff_limit",
+        "megabytes of a remote phase's diff its report carries back; a larger one stays on "
+        "the worker, named",
+        "float",
+        64.0,
+        bounds=numbers.DIFF_MEGABYTES,
+    ),
+    Option(
         "report",
         "write the run's Markdown report (Mermaid flowchart and Gantt chart, phase table) here",
     ),
@@ -285,6 +302,8 @@ class Settings:
     commit: bool
     isolate: str
     isolate_include: str | None
+    remote: bool
+    remote_diff_limit: float
     report: str | None
 
     @property
@@ -297,6 +316,23 @@ class Settings:
         """``isolate_include`` as a list: commas or new lines between the patterns."""
         text = (self.isolate_include or "").replace("\n", ",")
         return tuple(part.strip() for part in text.split(",") if part.strip())
+
+    def to_wire(self) -> str:
+        """The settings as text, for a worker on another machine: it runs as the controller's
+        command line, environment and ini say, not as its own."""
+        return json.dumps({**dataclasses.asdict(self), "plan": str(self.plan)})
+
+    @classmethod
+    def from_wire(cls, text: str) -> Settings:
+        data = json.loads(text)
+        limits = data["max_concurrent_calls"]
+        return cls(
+            **{
+                **data,
+                "plan": Path(data["plan"]),
+                "max_concurrent_calls": None if limits is None else tuple(map(tuple, limits)),
+            }
+        )
 
     @classmethod
     def from_config(cls, config: Config, env: Mapping[str, str] | None = None) -> Settings:

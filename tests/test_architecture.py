@@ -71,6 +71,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("isolation",),
     ("review",),
     ("phase",),
+    ("remote",),
     ("views",),
     ("settings",),
     ("run",),

@@ -207,4 +207,5 @@ def outcome_facts(outcome: PhaseOutcome, worker: str) -> PhaseFacts:
         outside=list(outcome.outside) or None,
         warnings=list(outcome.warnings) or None,
         review=outcome.review.to_dict() if outcome.review is not None else None,
+        remote=dict(outcome.remote) if outcome.remote is not None else None,
     )

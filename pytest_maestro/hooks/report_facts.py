@@ -24,6 +24,10 @@ class ReportFacts:
         self._kept[key] = (report, facts)
         return facts
 
+    def forget(self, report: pytest.TestReport) -> None:
+        """The report's facts changed (a remote phase's, once brought in): read them again."""
+        self._kept.pop((report.nodeid, report.when or ""), None)
+
 
 _KEY = pytest.StashKey[ReportFacts]()
 

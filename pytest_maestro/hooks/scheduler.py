@@ -26,6 +26,7 @@ from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
 from .progress import heard
+from .remote import CHANNELS
 from .skips import report_skip
 
 # Where the final review is: not selected, waiting for every phase to finish, on a worker, done.
@@ -45,6 +46,8 @@ class DependencyScheduling:
         self.policy: Policy | None = None
         self.last_start = 0.0
         self.crashed: set[str] = set()  # phases whose worker died, until the crash is judged
+        self.lost: set[str] = set()  # of those, phases whose remote worker was lost
+        self.lost_before: set[str] = set()  # phases run again once after their host was lost
         self.again: list[str] = []  # crashed phases to run again, before anything else starts
         self.phase_at: dict[int, str] = {}  # index in the collection -> phase id
         self.ended: set[str] = set()  # finished at their report, their protocol's end to come
@@ -181,7 +184,28 @@ class DependencyScheduling:
         if life.recorder is not None:  # then its files, before another phase writes them
             life.notes += life.recorder.crashed(crashed)
         self.crashed.add(crashed)
+        if node.gateway.id in self.config.stash.get(CHANNELS, {}):
+            self.lost.add(crashed)
         return self._nodeid(crashed)
+
+    def run_lost_again(self, crashitem: str, worker: str) -> bool:
+        """A remote worker lost under a phase (its host gone, its gateway killed): the phase's
+        work was there, and nothing of it reached the user's tree, so it goes back to pending
+        and runs on another worker, once; a second loss fails it, as any crash does. True when
+        it runs again."""
+        crashed = NodeId.of(crashitem).name
+        if crashed not in self.lost or crashed not in self.crashed:
+            return False
+        self.lost.discard(crashed)
+        if crashed in self.lost_before:
+            return False
+        self.lost_before.add(crashed)
+        self.mark_test_pending(crashitem)
+        self.maestro.life.notes.append(
+            f"phase {crashed!r}: its worker {worker} was lost mid-phase; it ran again on another"
+        )
+        self.schedule()
+        return True
 
     def schedule(self, tearing_down: WorkerController | None = None) -> None:
         """Starts what may start on idle workers; one still ``tearing_down`` its phase last."""
@@ -224,6 +248,11 @@ class DependencyScheduling:
 
     def _send(self, node: WorkerController, job: str) -> None:
         self.running[node] = job
+        channel = self.config.stash.get(CHANNELS, {}).get(node.gateway.id)
+        if channel is not None:  # a remote worker: the phase's start first, on its side channel
+            from ..run.remote import make_start
+
+            channel.send(make_start(self.maestro.life, job, node.gateway.id))
         node.send_runtest_some([self.node_ids[self._nodeid(job)], self.sync_index])
 
     # -- helpers ----------------------------------------------------------------------------

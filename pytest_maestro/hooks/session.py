@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .._compat import remember_failed, runs_distributed, stop_message, stop_session
-from ..phase.facts import SkipKind, SkipReason
+from ..phase.facts import PhaseFacts, SkipKind, SkipReason
 from ..processes.process import interrupted_by
 from ..processes.reaping import subreaper
 from ..review.final import FINAL_NAME
@@ -28,6 +28,9 @@ from .nodeids import NodeId
 from .report_facts import report_facts
 from .skips import report_skip
 
+# The outcome of xdist's crash report for a phase that runs again after its remote worker was
+# lost (``xdist_hooks.py``, which exists only with xdist, sets it).
+LOST = "lost"
 # The terminal's category for a phase completed before this run.
 ALREADY_COMPLETED = "already completed"
 
@@ -117,7 +120,10 @@ class MaestroSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         """A phase an earlier run completed is counted apart from real skips: a fully resumed
-        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped."""
+        run ends "8 already completed", not "8 skipped". JUnit still shows it as skipped. A
+        phase whose remote worker was lost, which runs again, is counted "lost"."""
+        if report.outcome == LOST:
+            return LOST, "L", "LOST (runs again)"
         if report.when == "setup" and report.skipped:
             facts = self.facts(report)
             if facts is not None and facts.status == Status.COMPLETED:
@@ -126,10 +132,13 @@ class MaestroSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Persist a phase's news before any reporter sees it, then let the breaker judge."""
+        """Persist a phase's news before any reporter sees it, then let the breaker judge. A
+        remote phase's result is brought in first: it decides whether the phase completed."""
         facts = self.facts(report)
         if facts is None:
             return
+        if facts.remote is not None and self.run.decides:
+            facts = self._brought_back(report, facts)
         if facts.phase == FINAL_NAME:  # no plan has a phase of that name: refused
             self.final.reported(report, facts)
             return
@@ -156,6 +165,22 @@ class MaestroSession:
         phase = self.maestro.plan.phase(facts.phase)
         agent, wave = self.maestro.resolve.agent_name(phase), self.run.graph.wave(phase.id)
         junit.record_phase(self.config, report, facts, agent, wave)
+
+    def _brought_back(self, report: pytest.TestReport, facts: PhaseFacts) -> PhaseFacts:
+        """A remote phase's result brought into the user's tree (``run/remote.py``); the report
+        carries the facts as they stand then, and fails when a passed phase did not come back."""
+        from ..run.remote import brought_back
+
+        brought = brought_back(self.maestro.life, facts)
+        brought.facts.attach(report)  # its diff and logs left out: they are in, or kept
+        self.facts.forget(report)
+        lines = "".join(f"\n--- {line}" for line in brought.lines)
+        if brought.refused is not None and report.passed:
+            report.outcome = "failed"
+            report.longrepr = f"phase {facts.phase!r} passed on its worker, but{lines}"
+        elif lines and report.failed and isinstance(report.longrepr, str):
+            report.longrepr += lines
+        return brought.facts
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

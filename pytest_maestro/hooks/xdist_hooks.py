@@ -17,6 +17,8 @@ from ..plan.wire import plan_from_wire, plan_to_wire
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY
 from .nodeids import phase_id
+from .remote import CHANNELS, ISOLATE_INPUT, REMOTE_INPUT, is_remote_node, remote_input
+from .session import LOST
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -35,7 +37,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> DependencySc
 
 
 def pytest_configure_node(node: WorkerController) -> None:
-    """Hand each worker the plan this process read (see ``plan/wire.py`` for why)."""
+    """Hand each worker the plan this process read (see ``plan/wire.py`` for why); in a run
+    with remote workers, a remote one what it needs to run phases away from here, a local one
+    the word that it isolates its phases too (``remote.py``)."""
     config = node.config
     maestro = config.stash.get(ORCHESTRATOR_KEY, None)
     if maestro is None:
@@ -43,6 +47,20 @@ def pytest_configure_node(node: WorkerController) -> None:
     if _PLAN_TEXT not in config.stash:
         config.stash[_PLAN_TEXT] = plan_to_wire(maestro.plan)
     node.workerinput[PLAN_INPUT] = config.stash[_PLAN_TEXT]
+    if CHANNELS not in config.stash:  # no remote worker in this run
+        return
+    settings = maestro.settings
+    if is_remote_node(node, settings):
+        node.workerinput[REMOTE_INPUT] = remote_input(
+            node,
+            settings,
+            maestro.plan,
+            maestro.paths.name,
+            maestro.root,
+            list(maestro.resolve.agent_dirs),
+        )
+    else:
+        node.workerinput[ISOLATE_INPUT] = settings.isolate
 
 
 def given_plan(config: pytest.Config) -> Plan | None:
@@ -64,11 +82,14 @@ def pytest_handlecrashitem(
     try:
         return (yield)
     finally:
-        if isinstance(sched, DependencyScheduling) and sched.judge_crash(crashitem):
+        worker = crashed_worker_id(report)
+        if isinstance(sched, DependencyScheduling) and sched.run_lost_again(crashitem, worker):
+            report.outcome = LOST  # type: ignore[assignment]  # not a failure: it runs again
+        elif isinstance(sched, DependencyScheduling) and sched.judge_crash(crashitem):
             PhaseFacts(
                 phase_id(crashitem),
                 Status.FAILED,
-                worker=crashed_worker_id(report),
+                worker=worker,
                 finished=iso_time(time.time()),
                 result=str(report.longrepr),
                 failure=" ".join(str(report.longrepr).split())[:300],

@@ -100,6 +100,7 @@ class PhaseFacts:
     outside: list[str] | None = None  # files the agent changed outside the declared ones
     warnings: list[str] | None = None  # what the phase went without, for the run's summary
     review: dict[str, Any] | None = None  # its last attempt's review (``Review.to_dict``)
+    remote: dict[str, Any] | None = None  # a remote phase's result (``remote.wire.Result``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # from the wire: its text

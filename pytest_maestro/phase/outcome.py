@@ -3,8 +3,10 @@ it ended. See docs/architecture.md, "The flow of one phase from plan to JUnit"."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..files.putback import Restored
 from ..review.verdict import Review
@@ -79,6 +81,8 @@ class PhaseOutcome:
     put_back: tuple[Restored, ...] = ()
     not_put_back: str | None = None
     warnings: tuple[str, ...] = ()  # what it went without (its prompt lacked its dependencies')
+    # A remote phase's result for the controller, a plain mapping (``remote.wire.Result``).
+    remote: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

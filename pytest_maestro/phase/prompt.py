@@ -21,6 +21,7 @@ from ..state import StateError, read_session
 from ..texts import os_error_text
 
 if TYPE_CHECKING:
+    from ..state.model import SessionDoc
     from .outcome import Attempt
 
 OUTPUT_FORMAT = """\
@@ -92,6 +93,11 @@ class SessionContext:
             results = tuple(DependencyResult(d, plan.phase(d).name) for d in phase.blocked_by)
             warning = f"its prompt went without {lacks}the session's id: cannot read the session: "
             return cls("", results, (warning + why,))
+        return cls.of(plan, phase, doc)
+
+    @classmethod
+    def of(cls, plan: Plan, phase: Phase, doc: SessionDoc) -> SessionContext:
+        """From a session as its holder has it: what the controller hands a remote worker."""
         states = doc.phases
         dependencies = tuple(
             DependencyResult(

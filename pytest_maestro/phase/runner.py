@@ -68,6 +68,10 @@ class RunConfig:
     plan_path: Path | None = None
     review: PhaseReview | None = None  # a reviewer judges each attempt whose checks passed
     definition: str = ""  # the phase's fingerprint, which a loop record must match to go on
+    # The root is a copy thrown away after the phase (a remote worker's work tree): nothing is
+    # saved to put back; ``scope`` names what the copy's changes could not bring back.
+    disposable: bool = False
+    scope: Callable[[Phase], list[str]] | None = None
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -119,7 +123,8 @@ class PhaseRunner:
         blocked = self._preflight(phase, log)
         if blocked is not None:
             return PhaseOutcome(phase.id, Status.BLOCKED, (blocked,), log, started, time.time())
-        restores = cfg.isolation is None  # a worktree is thrown away, not restored
+        # A worktree, or a remote worker's copy, is thrown away, not restored.
+        restores = cfg.isolation is None and not cfg.disposable
         left, before, stuck = self._left_off(phase, out) if restores else (None, None, None)
         if stuck is not None:  # the files a killed run's loop left could not be put back
             attempt = Attempt(0, AgentResult(Status.FAILED, f"not put back: {stuck}"))
@@ -342,6 +347,8 @@ class PhaseRunner:
         problems = file_problems(self.root, phase, before)
         if self.space is not None:  # what could not come back fails it while it can retry
             problems += out_of_scope(self.space, phase)
+        if cfg.scope is not None:
+            problems += cfg.scope(phase)
         outside: tuple[str, ...] = ()
         if dirty is not None:
             declared = set(phase.files.all()) | cfg.concurrent_files

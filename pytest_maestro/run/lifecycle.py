@@ -37,6 +37,7 @@ from .run_state import RunState
 # imported where they do it, so an xdist worker imports none of it.
 if TYPE_CHECKING:
     from ..isolation.worktree import Isolation
+    from ..remote.ship import Shipper
     from ..views.outputs import Written
     from .recorder import Recorder
 
@@ -58,6 +59,7 @@ class Lifecycle:
         self.notes: list[str] = []  # what the run did that users should know of
         self.written: Written | None = None  # the run's summary and report, once it ended
         self.isolation = self._isolation() if settings.isolate == "worktree" else None
+        self.shipper: Shipper | None = None  # the controller's, once a remote phase is sent
         self.base = self._base() if settings.final_review else None  # the final review's
 
     def _base(self) -> RunBase:
@@ -195,6 +197,8 @@ class Lifecycle:
     def close(self, outputs: bool = True) -> None:
         """Close the session, then write the run's summary and report from what it holds, unless
         not ``outputs`` (a run refused before any phase could start leaves those of the last)."""
+        if self.shipper is not None:
+            self.shipper.finish()  # the refs that named what workers were sent
         if self.isolation is not None:
             try:
                 self.isolation.close()  # this process's worktree

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..phase.events import Progress
 from ..phase.facts import SkipReason
@@ -26,13 +28,16 @@ from ..plan.graph import PlanGraph
 from ..plan.paths import real_paths
 from ..review.final import FinalRecord
 from ..review.verdict import Review
-from ..runtimes import Runtime
+from ..runtimes import AgentResult, Runtime
 from ..settings import Settings
-from ..state import SessionPaths, StateError, fingerprints, read_session
+from ..state import SessionPaths, StateError, Status, fingerprints, read_session
 from ..texts import os_error_text
 from .lifecycle import Lifecycle
 from .resolver import Resolver
 from .run_state import RunState
+
+if TYPE_CHECKING:  # only a remote worker has one, and imports remote/ then
+    from ..remote.worker import RemoteWorker
 
 
 class Role(enum.Enum):
@@ -59,8 +64,10 @@ class Orchestrator:
         role: Role,
         runtimes: Mapping[str, Runtime],
         durations: dict[str, float] | None = None,
+        remote: RemoteWorker | None = None,
     ) -> None:
         self.settings = settings
+        self.remote = remote  # a remote worker's link to its controller: phases run remote
         self.plan = plan = graph.plan
         self.plan_path = plan.path.resolve()
         self.root = root
@@ -90,12 +97,60 @@ class Orchestrator:
         self.life.phase_started(phase, self.resolve.agent_name(phase), worker)
 
     def run_phase(self, phase: Phase) -> PhaseOutcome:
+        if self.remote is not None:
+            return self.run_remote(self.remote, phase)
+        config = self.run_config(phase)
+        if not config.agent_cli:  # a phase's own commands read no prompt: none is built
+            return self.runner(config, phase, None).run(phase)
+        context = self.prompt_context(phase)
+        outcome = self.runner(config, phase, context).run(phase)
+        return dataclasses.replace(outcome, warnings=(*outcome.warnings, *context.warnings))
+
+    def run_remote(self, remote: RemoteWorker, phase: Phase) -> PhaseOutcome:
+        """On a remote worker: the phase in the work tree its start brings, its result with it
+        (see ``remote/``); a start that cannot be had fails it in one line naming the host."""
+        from ..remote import RemoteError
+        from ..remote.home import phase_logs
+
+        started = time.time()
+        try:
+            start, space = remote.open(phase.id)
+        except RemoteError as exc:
+            attempt = Attempt(0, AgentResult(Status.FAILED, str(exc)))
+            log = self.paths.log(phase.id)
+            return PhaseOutcome(phase.id, Status.FAILED, (attempt,), log, started, time.time())
+        config = dataclasses.replace(
+            self.run_config(phase),
+            root=space.root,
+            isolation=None,
+            concurrent_files=frozenset(),  # a work tree of its own
+            disposable=True,
+            scope=space.problems,
+        )
+        context = None
+        if config.agent_cli:  # the session as the controller handed it over
+            given = SessionContext(start.session_id, start.dependencies, (), start.final_findings)
+            context = self.prompt_context(phase, given)
+        outcome = self.runner(config, phase, context).run(phase)
+        megabyte = 1024 * 1024
+        logs = phase_logs(self.paths.logs, phase.id, int(self.settings.log_limit * megabyte))
+        result = space.result(phase, int(self.settings.remote_diff_limit * megabyte), logs)
+        return dataclasses.replace(outcome, remote=result.to_dict())
+
+    def runner(self, config: RunConfig, phase: Phase, context: PromptContext | None) -> PhaseRunner:
+        """A runner of the phase on its runtime; ``context``: its prompt's, None for commands."""
         name = self.resolve.runtime_name(phase)
         assert name is not None, "Resolver.refusal refuses a phase without a runtime"
         runtime = self.resolve.runtimes[name]
-        agent_cli = name != "shell"  # an agent's word needs proof; a command's exit code is one
+        if context is None:
+            return PhaseRunner(config, runtime, _no_prompt)
+        return PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
+
+    def run_config(self, phase: Phase) -> RunConfig:
+        """How the phase runs here, in the project root (a worktree when isolated)."""
+        agent_cli = self.resolve.runtime_name(phase) != "shell"  # a command's exit code is proof
         review = self.review(phase)
-        config = RunConfig(
+        return RunConfig(
             plan=self.plan,
             root=self.root,
             paths=self.paths,
@@ -123,12 +178,6 @@ class Orchestrator:
             # What a loop record a killed run left must match, for a reviewed phase only.
             definition=self.definitions[phase.id] if review is not None else "",
         )
-        if not agent_cli:  # a phase's own commands read no prompt: none is built
-            return PhaseRunner(config, runtime, _no_prompt).run(phase)
-        context = self.prompt_context(phase)
-        runner = PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
-        outcome = runner.run(phase)
-        return dataclasses.replace(outcome, warnings=(*outcome.warnings, *context.warnings))
 
     @functools.cached_property
     def definitions(self) -> dict[str, str]:
@@ -194,10 +243,12 @@ class Orchestrator:
             for path in other.files.all()
         )
 
-    def prompt_context(self, phase: Phase) -> PromptContext:
-        """The agent, the session and what the phase's dependencies handed on, read from the
-        session file (a worker reads it too: the controller wrote them before sending it)."""
-        session = SessionContext.read(self.plan, phase, self.paths.snapshot)
+    def prompt_context(self, phase: Phase, session: SessionContext | None = None) -> PromptContext:
+        """The agent, the session and what the phase's dependencies handed on: ``session``
+        where the controller handed it over (a remote worker), else read from the session file
+        (a worker reads it too: the controller wrote them before sending it)."""
+        if session is None:
+            session = SessionContext.read(self.plan, phase, self.paths.snapshot)
         return PromptContext(
             self.plan,
             self.resolve.agent(phase),

@@ -1,0 +1,108 @@
+"""Which ``--tx`` workers are remote, the arguments such a worker is given, and what travels
+between the controller and it: the cores, without pytest runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_maestro.phase.prompt import DependencyResult
+from pytest_maestro.remote import RemoteError
+from pytest_maestro.remote.specs import any_remote, is_remote, worker_arguments
+from pytest_maestro.remote.wire import Result, Start
+from pytest_maestro.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("spec", "remote"),
+    [
+        ("popen", False),
+        ("3*popen", False),
+        ("popen//python=python3.12", False),
+        ("popen//chdir=/tmp/a", True),
+        ("2*popen//chdir=/tmp/a", True),
+        ("ssh=user@host//python=python3", True),
+        ("socket=192.168.1.4:8888", True),
+        ("execmodel=main_thread_only//ssh=host", True),
+    ],
+)
+def test_a_spec_is_remote_when_it_leaves_the_controller_s_directory(
+    spec: str, remote: bool
+) -> None:
+    assert is_remote(spec) is remote
+
+
+def test_a_run_is_remote_when_any_worker_is() -> None:
+    assert any_remote(["popen", "ssh=h"])
+    assert not any_remote(["popen", "popen"])
+
+
+VALUES = ("--maestro", "--maestro-report", "--junitxml")
+FLAGS = ("--maestro-fresh",)
+
+
+def arguments(*args: str, here: tuple[str, ...] = ("plan.md", "report.md", "tests")) -> list[str]:
+    return worker_arguments(args, lambda arg: arg.split("::")[0] in here, VALUES, FLAGS)
+
+
+def test_a_path_an_option_takes_is_joined_to_it() -> None:
+    assert arguments("--maestro", "plan.md", "--maestro-report", "report.md", "-v") == [
+        "--maestro=plan.md",
+        "--maestro-report=report.md",
+        "-v",
+    ]
+
+
+def test_a_path_to_collect_is_left_to_the_plan_the_worker_is_given() -> None:
+    given = ("--maestro=plan.md", "-v", "plan.md::a", "tests", "--maestro-fresh", "plan.md")
+    assert arguments(*given) == ["--maestro=plan.md", "-v", "--maestro-fresh"]
+    plugin = ("-p", "no:cacheprovider")
+    assert arguments("-c", "plan.md", *plugin) == ["-cplan.md", *plugin]
+
+
+def test_anything_else_is_left_as_it_is() -> None:
+    given = ["--maestro=plan.md", "--tx", "ssh=host", "-k", "not slow", "missing.md"]
+    assert arguments(*given) == given
+
+
+def test_a_path_after_an_unknown_option_is_refused_naming_it() -> None:
+    with pytest.raises(RemoteError, match=r"^argument 'tests' after --cov names a path"):
+        arguments("--cov", "tests")
+
+
+def test_a_start_and_a_result_come_back_as_they_went() -> None:
+    start = Start(
+        "p",
+        "c" * 40,
+        b"# v2 git bundle\n\x00\xff",
+        "h" * 40,
+        "refs/maestro/s/remote/gw0",
+        "sub/",
+        "session",
+        (DependencyResult("a", "A", "COMPLETED: done", {"warnings": "none"}),),
+        ("finding",),
+    )
+    assert Start.from_wire(start.to_wire()) == start
+    result = Result("host:/w", "c" * 40, b"diff --git a/x b/x\n\x00", 21, logs={"p.log": b"\xff"})
+    assert Result.from_mapping(result.to_dict()) == result
+    assert Result.from_mapping(result.without_payload()).diff is None
+
+
+def test_a_malformed_result_is_one_line() -> None:
+    with pytest.raises(RemoteError, match=r"^a remote phase's result is malformed: "):
+        Result.from_mapping({"host": "h", "start": "c", "diff": "not base64!", "size": 1})
+    with pytest.raises(RemoteError, match=r"^a phase's start from the controller is malformed"):
+        Start.from_wire({"phase": "p"})
+
+
+def test_settings_come_back_as_they_went() -> None:
+    class Config:
+        def getoption(self, name: str) -> object:
+            given = {"maestro": "plan.md", "maestro_max_concurrent_calls": ["claude=3"]}
+            return given.get(name, False if name in ("maestro_fresh",) else None)
+
+        def getini(self, name: str) -> object:
+            return ""
+
+    settings = Settings.from_config(Config(), env={})
+    assert Settings.from_wire(settings.to_wire()) == settings
+    assert settings.max_concurrent_calls == (("claude", 3),)
