@@ -113,6 +113,7 @@ class CopilotRuntime(CommandRuntime):
     name = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
     agent_fields = frozenset({"tools"})
+    resumes = True  # --resume SESSION_ID
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         argv = ["copilot", "--output-format", "json", "--no-ask-user", "--no-auto-update"]
@@ -125,7 +126,10 @@ class CopilotRuntime(CommandRuntime):
         """The agent's tools last, as they are (no placeholder reads them): the only tools the
         model is offered; whether it may use them unasked is ``--allow-all-tools``'s to say."""
         tools = list(request.agent.tools) if request.agent else []
-        return super().argv(request, prompt_file) + (["--available-tools", *tools] if tools else [])
+        argv = super().argv(request, prompt_file)
+        if request.resume:  # after the template's words: a session id is no placeholder
+            argv += ["--resume", request.resume]
+        return argv + (["--available-tools", *tools] if tools else [])
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True
@@ -166,6 +170,11 @@ class OpenCodeRuntime(CommandRuntime):
     # ``provider/model``.
     priced = True
     read_only = "permission edit and bash 'deny'"
+    resumes = True  # --session SESSION_ID
+
+    def argv(self, request: AgentRequest, prompt_file: Path) -> list[str]:
+        argv = super().argv(request, prompt_file)  # a session id is no placeholder: after it
+        return [*argv, "--session", request.resume] if request.resume else argv
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.

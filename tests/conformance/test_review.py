@@ -15,8 +15,9 @@ from pytest_maestro.runtimes.cli import CliRuntime
 
 from ..helpers import git_repo, write_plan
 from . import wire
+from .clis import environment
 from .fake_apis import Running
-from .test_realcli import HELLO, fake_api, phase_state, run
+from .test_realcli import HELLO, fake_api, need, phase_state, run
 
 pytestmark = [pytest.mark.realcli, pytest.mark.slow]
 
@@ -52,6 +53,7 @@ RESUMES = {
     "claude": "--resume SESSION",
     "codex": "--sandbox workspace-write resume SESSION -",
     "gemini": "--resume SESSION",
+    "opencode": "--session SESSION",
 }
 
 
@@ -130,22 +132,6 @@ def test_a_reviewer_that_tries_to_write_is_refused_and_its_finding_fails_the_pha
     assert told, f"no request of the {cli} reviewer carried {REFUSED[cli]!r}"
 
 
-def test_a_review_with_every_criterion_met_passes_the_phase_reviewed_opencode(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # claude, codex and gemini pass so after their fix round (below); opencode resumes no
-    # session, so this is its passing review.
-    with fake_api(pytester, monkeypatch, "opencode"):
-        write_plan(pytester, [REVIEWED])
-        result = run(pytester, "opencode", "--maestro-review=spec")
-    output = result.stdout.str()
-    assert result.ret == 0, output[-3000:]
-    result.stdout.fnmatch_lines(["hello *completed*passed, 1/1 criteria met*"])
-    state = phase_state(pytester.path)
-    assert state.review["passed"] is True and not state.unverified, state.review
-    assert [(c["met"], c["evidence"]) for c in state.review["criteria"]] == [(True, "hello.txt:1")]
-
-
 @pytest.mark.parametrize("cli", sorted(RESUMES))
 def test_a_fix_round_resumes_the_implementer_s_session_and_the_re_review_passes(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cli: str
@@ -185,3 +171,46 @@ def test_a_fix_round_resumes_the_implementer_s_session_and_the_re_review_passes(
     assert said.index("COMPLETED: wrote hello.txt") < said.index(wire.FIX_ROUND)
     again = (logs / "hello.attempt-1.round-1.review.prompt.md").read_text()
     assert "## What the last review found (the implementer has tried to fix it since)\n" in again
+
+
+def test_a_copilot_fix_round_resumes_its_session_under_an_opencode_reviewer(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Copilot has no read-only mode, so another CLI reviews its work: opencode, which speaks
+    # the same API (Anthropic's) to the same fake. The round goes on with copilot's session.
+    script = {"review": "unmet-first", "fixed_content": "hello, friend\n"}
+    with fake_api(pytester, monkeypatch, "copilot", **script) as api:
+        need("opencode")
+        home = pytester.path.parent / f"{pytester.path.name}-home"
+        for name, value in environment("opencode", home, api.url, "sk-fake").items():
+            monkeypatch.setenv(name, value)
+        agents = pytester.path / "agents"
+        agents.mkdir()
+        (agents / "checker.md").write_text(
+            "---\nname: checker\nruntime: opencode\n---\nYou review a phase's work, read-only.\n"
+        )
+        write_plan(pytester, [REVIEWED])
+        result = run(pytester, "copilot", "--maestro-review=spec", "--maestro-reviewer=checker")
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    assert (pytester.path / "hello.txt").read_text() == "hello, friend\n"  # the round wrote it
+    state = phase_state(pytester.path)
+    assert state.review["passed"] is True and not state.unverified, state.review
+    [fix] = state.review["rounds"]
+    assert fix["how"].startswith("resumes session "), fix
+    session = fix["how"].removeprefix("resumes session ")
+    log = log_of(pytester.path)
+    [command] = [line for line in log.splitlines() if line.endswith("round-1.prompt.md")]
+    assert f"--resume {session}" in command, command
+    logs = pytester.path / ".maestro" / "logs"
+    runtime = next(r for r in BUILTIN_RUNTIMES if r.name == "copilot")
+    assert isinstance(runtime, CliRuntime)
+    went_on = runtime.read_reply(0, (logs / "hello.attempt-1.round-1.reply").read_text(), "")
+    assert went_on.session_id == session  # copilot says it went on with the same session
+    rounds = [
+        s.body for s in api.api.seen
+        if wire.kind(s.path) and wire.FIX_ROUND in json.dumps(s.body) and tools(s.body)
+    ]  # fmt: skip
+    assert rounds, "no request of the copilot fix round reached the API"
+    said = json.dumps(rounds[0], ensure_ascii=False)
+    assert said.index("Write hello.txt saying hello.") < said.index(wire.FIX_ROUND)

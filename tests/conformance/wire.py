@@ -166,6 +166,10 @@ def _anthropic_step(body: dict[str, Any], script: _Script) -> list[dict[str, Any
         return [{"type": "tool_use", "id": _unique("toolu"), "name": name, "input": args}]
     if answered:
         return [{"type": "text", "text": script.final}]
+    if "create" in tools and script.fixed_content is not None and FIX_ROUND in _said(body):
+        # copilot's create refuses a file that exists: a fix round edits what the attempt wrote
+        args = {"path": _abs(script), "old_str": script.content, "new_str": script.fixed_content}
+        return [{"type": "tool_use", "id": _unique("toolu"), "name": "edit", "input": args}]
     for name, args in (
         ("Write", {"file_path": _abs(script), "content": _content(body, script)}),
         ("write", {"filePath": _abs(script), "content": _content(body, script)}),

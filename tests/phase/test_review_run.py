@@ -388,7 +388,11 @@ def test_spent_rounds_fail_the_phase_without_another_attempt(
         ]
     )
     log = (pytester.path / ".maestro" / "logs" / "greet.log").read_text()
-    assert "fix round 1: afresh (opencode resumes no session)" in log
+    assert "fix round 1: resumes session ses_" in log
+    # Each round goes on with the attempt's opencode session (--session), as opencode says.
+    implementer = [c["argv"] for c in calls(fakes) if not c["review"]]
+    sessions = {argv[argv.index("--session") + 1] for argv in implementer[1:]}
+    assert len(sessions) == 1 and "--session" not in implementer[0], implementer
 
 
 @pytest.mark.slow
