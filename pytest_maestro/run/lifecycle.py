@@ -185,7 +185,7 @@ class Lifecycle:
             return ()
         named = named_phases(review, self.plan.ids)
         record = replace(self.final_record(), review=review, started=started, at=at)
-        self.recorder.final_reviewed(record.to_dict())
+        self.recorder.final_reviewed(record.to_dict(), review.tokens, review.reviewer)
         if review.passed and review.verdict is not None and review.verdict.minor:
             minor = review.verdict.minor  # kept, not failures: said where users look
             self.notes.append(

@@ -25,6 +25,7 @@ from ..state import (
     SessionUnwritable,
     StateError,
     Status,
+    Tokens,
 )
 from ..state.journal import fsync_dir
 from ..texts import last_line
@@ -206,9 +207,9 @@ class Recorder:
                 drop(self.paths.loop_record(phase_id))  # first: it needs the pre-images
                 self._preimage(phase_id).unlink(missing_ok=True)
 
-    def final_reviewed(self, record: Mapping[str, Any]) -> None:
-        """The final review's record in the session."""
-        self._write_final(record)
+    def final_reviewed(self, record: Mapping[str, Any], spent: Tokens, agent: str) -> None:
+        """The final review's record in the session, and what it cost in its token usage."""
+        self._write_final(record, spent, agent)
 
     def send_back(self, resets: Mapping[str, str]) -> None:
         """The phases a failed final review sends back to work reset (``resets``: each with
@@ -220,11 +221,13 @@ class Recorder:
                 self.unwritable = str(exc)
                 return
 
-    def _write_final(self, record: Mapping[str, Any]) -> None:
+    def _write_final(
+        self, record: Mapping[str, Any], spent: Tokens | None = None, agent: str = ""
+    ) -> None:
         if self.unwritable is not None:
             return
         try:
-            self.store.set_final_review(record)
+            self.store.set_final_review(record, spent, agent)
         except SessionUnwritable as exc:
             self.unwritable = str(exc)
 

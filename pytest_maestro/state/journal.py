@@ -222,6 +222,11 @@ def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
         doc.status, doc.stop_reason = "stopped", str(entry.get("reason") or "")
     elif op == "final":
         doc.final_review = dict(Fields(entry).mapping("record")) or None
+        if "tokens" in entry:
+            spent = Tokens.from_mapping(Fields(entry).mapping("tokens"), "tokens")
+            who = Fields(entry).text("agent") or "default"
+            doc.tokens += spent
+            doc.by_agent[who] = doc.by_agent.get(who, Tokens()) + spent
     elif op == "session":
         for key, value in Fields(entry).mapping("fields").items():
             if key in SESSION_FIELDS:

@@ -275,9 +275,15 @@ class SessionStore:
         """The circuit breaker stopped the session: status ``stopped``, with the reason."""
         self._write({"op": "stop", "reason": reason}, now())
 
-    def set_final_review(self, record: Mapping[str, Any]) -> None:
-        """The final review's record (its base, its last verdict), in place of the last."""
-        self._write({"op": "final", "record": dict(record)}, now())
+    def set_final_review(
+        self, record: Mapping[str, Any], spent: Tokens | None = None, agent: str = ""
+    ) -> None:
+        """The final review's record (its base, its last verdict), in place of the last; what
+        its calls ``spent``, by ``agent``, added to the session's token usage."""
+        op: dict[str, Any] = {"op": "final", "record": dict(record)}
+        if spent is not None and spent != Tokens():
+            op.update(tokens=spent.to_dict(), agent=agent)
+        self._write(op, now())
 
     def set_session(self, **fields: Any) -> None:
         """Set execution_mode (parallel|sequential), execution_backend or current_batch."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_maestro.state import read_session
+from pytest_maestro.state import Tokens, read_session
 
 from ..helpers import FAKES, assert_phases, git_repo, write_plan
 
@@ -91,8 +91,14 @@ def test_the_final_review_runs_last_on_the_whole_change_and_passes(
     assert ".maestro" not in diff
     # read-only, whatever --maestro-autonomous says
     assert finals(fakes)[0]["argv"][-2:] == ["--permission-mode", "dontAsk"]
-    record = session(pytester).final_review
+    doc = session(pytester)
+    record = doc.final_review
     assert record["review"]["passed"] is True and record["base"]
+    # Its spend is the session's too: the token usage adds it, under its reviewer.
+    spent = Tokens.from_mapping(record["review"]["tokens"], "tokens")
+    assert spent.input > 0 and doc.by_agent["reviewer (claude)"] == spent
+    phases = sum((state.tokens for state in doc.phases.values()), Tokens())
+    assert doc.tokens == phases + spent
     result.stdout.fnmatch_lines(["final-review  completed  1 *reviewer (claude)*passed*"])
     summary = json.loads((repo / ".maestro" / "summary.json").read_text())
     assert summary["final_review"]["status"] == "completed"
