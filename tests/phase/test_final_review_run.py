@@ -5,7 +5,6 @@ naming phases (_fake_reviewer.py, the FAKE:FINAL_ markers)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,17 +14,9 @@ import pytest
 
 from pytest_maestro.state import Tokens, read_session
 
-from ..helpers import FAKES, assert_phases, git_repo, write_plan
+from ..helpers import assert_phases, git_repo, write_plan
 
-
-@pytest.fixture(autouse=True)
-def fakes(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fakes' records, outside the project: a reviewer's own call must not look like a
-    change it made to the tree."""
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    state = tmp_path_factory.mktemp("fake-state")
-    monkeypatch.setenv("FAKE_AGENT_STATE", str(state))
-    return state
+pytestmark = pytest.mark.usefixtures("fakes")  # tests/phase/conftest.py
 
 
 @pytest.fixture

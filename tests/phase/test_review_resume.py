@@ -20,20 +20,13 @@ from typing import Any
 
 import pytest
 
-from ..helpers import FAKES, write_plan
+from ..helpers import write_plan
 from .test_review_run import RUN, calls, greeting, session
 
 REVIEWED = (*RUN, "--maestro-runtime=claude", "--maestro-review=spec")
 
 
-@pytest.fixture(autouse=True)
-def fakes(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fakes' records, outside the project: a reviewer's own call must not look like a
-    change it made to the tree."""
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    state = tmp_path_factory.mktemp("fake-state")
-    monkeypatch.setenv("FAKE_AGENT_STATE", str(state))
-    return state
+pytestmark = pytest.mark.usefixtures("fakes")  # tests/phase/conftest.py
 
 
 def _command(*options: str) -> list[str]:

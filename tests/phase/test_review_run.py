@@ -4,7 +4,6 @@ tests/fakes first on PATH, which answer a review prompt as a reviewer does (_fak
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,17 +13,9 @@ import pytest
 
 from pytest_maestro.state import read_session
 
-from ..helpers import FAKES, assert_phases, git_repo, write_plan
+from ..helpers import assert_phases, git_repo, write_plan
 
-
-@pytest.fixture(autouse=True)
-def fakes(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fakes' records, outside the project: a reviewer's own call must not look like a
-    change it made to the tree."""
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    state = tmp_path_factory.mktemp("fake-state")
-    monkeypatch.setenv("FAKE_AGENT_STATE", str(state))
-    return state
+pytestmark = pytest.mark.usefixtures("fakes")  # tests/phase/conftest.py
 
 
 def calls(state: Path) -> list[dict[str, Any]]:
