@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
+from pytest_maestro.scheduling.pool import Pool, WorkerTools
 from pytest_maestro.scheduling.simulation import simulate
 
 from .test_policy import ancestors, clash, job, plans
@@ -114,3 +115,52 @@ def test_a_mixed_pool_runs_every_job_some_worker_can_on_one_that_can(
             if clash(a, b):
                 sa, sb = slots[a.id], slots[b.id]
                 assert sa.finish <= sb.start or sb.finish <= sa.start, (a, b)
+
+
+# --- the pool: what workers said, and a job none of them can run -------------------------------
+
+
+def tools(worker: str, has: set[str], **fields: object) -> WorkerTools:
+    return WorkerTools(worker, "host", "/root", frozenset(has), **fields)  # type: ignore[arg-type]
+
+
+def test_a_worker_s_tools_come_back_as_they_went_and_anything_else_is_none() -> None:
+    said = tools("gw0", {"git", "shell"}, lacks=(("claude", "no claude on its PATH"),))
+    assert WorkerTools.from_wire(said.to_wire()) == said
+    for other in ('{"kind": "started", "phase": "a"}', "not json", "[1]", '{"maestro_tools": 1}'):
+        assert WorkerTools.from_wire(other) is None
+
+
+def test_a_pool_refuses_only_once_every_worker_said_and_none_can() -> None:
+    pool = Pool(2)
+    pool.add(tools("gw0", {"git", "shell"}, lacks=(("claude", "no claude on its PATH"),)))
+    needs = frozenset({"claude", "git"})
+    assert pool.has("gw1") is None  # not said yet: it gets nothing meanwhile
+    assert pool.refusal(needs, "phase 'a'") is None  # gw1 may have it
+    pool.add(tools("gw1", {"shell"}, lacks=(("git", "no git on its PATH"),)))
+    assert pool.refusal(needs, "phase 'a'") == (
+        "phase 'a' needs claude and git, and no worker has all: "
+        "gw0 on host: no claude on its PATH | gw1 on host: no claude; no git on its PATH"
+    )
+    assert pool.refusal(frozenset({"shell"}), "phase 'b'") is None
+    pool.add(tools("gw2", {"claude", "git"}))  # a replacement, or a late worker
+    assert pool.refusal(needs, "phase 'a'") is None
+
+
+def test_an_override_gives_the_runtimes_and_keeps_git_as_found() -> None:
+    found = tools("gw1", {"git", "claude"}, lacks=(("codex", "no codex on its PATH"),))
+    given = found.given("ssh=b1", ["shell"])
+    assert given.has == {"git", "shell"}
+    assert (
+        given.why_not({"claude"}) == "gw1 on host: --maestro-worker-runtimes gives it ssh=b1:shell"
+    )
+
+
+def test_a_refused_worker_runs_nothing_and_says_why() -> None:
+    pool = Pool(1)
+    pool.add(tools("gw0", {"git", "shell"}, refused="its rootdir /x is not the controller's /y"))
+    assert pool.has("gw0") == frozenset()
+    assert pool.refusal(frozenset({"shell"}), "phase 'a'") == (
+        "phase 'a' needs shell, which no worker has: "
+        "gw0 on host: its rootdir /x is not the controller's /y"
+    )
