@@ -246,10 +246,12 @@ class DependencyScheduling:
             self.again.remove(again)
             idle.remove(node)
             self._send(node, again)
+        empty: set[frozenset[str] | None] = set()  # what was offered nothing: asked once
         for node in list(idle):
             has = self._has(node)
-            job = None if self._stopping() else self.policy.next_job(has)
+            job = None if has in empty or self._stopping() else self.policy.next_job(has)
             if job is None:
+                empty.add(has)
                 continue
             self._stagger()
             idle.remove(node)
