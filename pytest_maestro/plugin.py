@@ -88,7 +88,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if option.env:
             unit = " in minutes" if option.env_scale == 60 else ""
             help_text += f" [env {option.env}{unit}]"
-        if option.kind == "limits":
+        if option.kind in ("limits", "workers"):
             group.addoption(
                 option.flag, action="append", default=None, dest=option.ini, help=help_text
             )
@@ -181,6 +181,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from .hooks import xdist_hooks
 
         config.pluginmanager.register(xdist_hooks, "maestro-xdist")
+        xdist_hooks.check_options(config, maestro)
 
 
 def remote_worker(config: pytest.Config, role: Role) -> Orchestrator | None:

@@ -28,7 +28,8 @@ ISOLATIONS = ("none", "worktree")
 class Option:
     name: str  # the Settings field; CLI flag --maestro-<name with dashes>, ini maestro_<name>
     help: str
-    kind: str = "str"  # str | int | float | bool | choice | limits (RUNTIME=N, …)
+    # str | int | float | bool | choice | limits (RUNTIME=N, …) | workers (WORKER:RUNTIME,…)
+    kind: str = "str"
     default: Any = None
     env: str | None = None
     env_scale: float = 1.0  # MAESTRO_AGENT_TIMEOUT is in minutes, the option in seconds
@@ -241,6 +242,14 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "worker_runtimes",
+        "the runtimes an xdist worker has, instead of those found on its PATH at its start: "
+        "WORKER:RUNTIME,RUNTIME, repeatable or ';'-separated, WORKER a gateway id (gw0) or "
+        "parts of a --tx spec (ssh=me@build1); a worker gets only phases it has the runtimes of",
+        "workers",
+        env="MAESTRO_WORKER_RUNTIMES",
+    ),
+    Option(
         "remote_diff_limit",
         "megabytes of a remote phase's diff its report carries back; a larger one stays on "
         "the worker, named",
@@ -303,6 +312,7 @@ class Settings:
     isolate: str
     isolate_include: str | None
     remote: bool
+    worker_runtimes: tuple[tuple[str, tuple[str, ...]], ...] | None
     remote_diff_limit: float
     report: str | None
 
@@ -325,12 +335,15 @@ class Settings:
     @classmethod
     def from_wire(cls, text: str) -> Settings:
         data = json.loads(text)
-        limits = data["max_concurrent_calls"]
+        limits, workers = data["max_concurrent_calls"], data["worker_runtimes"]
         return cls(
             **{
                 **data,
                 "plan": Path(data["plan"]),
                 "max_concurrent_calls": None if limits is None else tuple(map(tuple, limits)),
+                "worker_runtimes": None
+                if workers is None
+                else tuple((key, tuple(names)) for key, names in workers),
             }
         )
 
@@ -389,8 +402,8 @@ class Settings:
 def _resolve(option: Option, config: Config, env: Mapping[str, str]) -> tuple[Any, tuple[str, str]]:
     """The option's value, and where it came from with the value as written there."""
     cli = config.getoption("maestro_" + option.name)
-    if option.kind == "limits" and cli:  # repeatable: every one given
-        raw = ",".join(cli)
+    if option.kind in ("limits", "workers") and cli:  # repeatable: every one given
+        raw = (";" if option.kind == "workers" else ",").join(cli)
         return _convert(option, raw, option.flag), (option.flag, raw)
     if cli is not None and cli is not False:
         return cli, (option.flag, str(cli))
@@ -426,9 +439,32 @@ def call_limits(raw: str, source: str) -> tuple[tuple[str, int], ...]:
     return tuple(limits.items())
 
 
+def worker_runtimes(raw: str, source: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``gw0:claude,shell;ssh=me@build1:codex`` (``;`` or new lines between them) as pairs of
+    a worker and its runtimes; the worker is what comes before the last ``:`` (a spec may hold
+    one: ``socket=host:8888:shell``). SettingsError, one line, for anything else."""
+    pairs = []
+    for part in raw.replace("\n", ";").split(";"):
+        if not part.strip():
+            continue
+        worker, colon, names = (text.strip() for text in part.rpartition(":"))
+        runtimes = tuple(name.strip() for name in names.split(",") if name.strip())
+        if not colon or not worker or "\x00" in part or any(" " in name for name in runtimes):
+            key, equals, given = part.strip().rpartition("=")
+            hint = f"; did you mean {key}:{given}?" if equals and not colon else ""
+            raise SettingsError(
+                f"{source}: {part.strip()!r} is not WORKER:RUNTIME,RUNTIME (e.g. gw0:claude,shell "
+                f"or ssh=me@build1:codex){hint}"
+            )
+        pairs.append((worker, runtimes))
+    return tuple(pairs)
+
+
 def _convert(option: Option, raw: str, source: str) -> Any:
     if option.kind == "limits":
         return call_limits(raw, source)
+    if option.kind == "workers":
+        return worker_runtimes(raw, source)
     converters: dict[str, Callable[[str], Any]] = {
         "int": int,
         "float": float,

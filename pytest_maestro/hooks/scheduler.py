@@ -5,7 +5,8 @@ protocol needs ``nextitem``). So every phase is sent together with the worker's 
 item: ``[phase, sync]``. The worker runs the phase at once and then waits on the sync item, which
 costs nothing and commits the worker to nothing. A ``Policy`` decides what starts;
 this adapter only moves ids between it and the workers, and reports on the controller the phases
-that must not run (a dependency failed, or they completed in an earlier run).
+that must not run (a dependency failed, or they completed in an earlier run). In a mixed pool
+(``pool.py``) a worker is sent only what it has the runtimes and git for.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from ..review.final import FINAL_NAME
 from ..run.orchestrator import Orchestrator
 from ..scheduling.jobs import plan_jobs
 from ..scheduling.policy import DagPolicy, Policy, WavePolicy
+from ..scheduling.pool import Pool, WorkerTools
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
+from .pool import as_controller_sees, new_pool, phase_needs, report_refused
 from .progress import heard
 from .remote import CHANNELS
 from .skips import report_skip
@@ -53,6 +56,9 @@ class DependencyScheduling:
         self.ended: set[str] = set()  # finished at their report, their protocol's end to come
         self.final_index = -1  # the final review's index in the collection; -1: not selected
         self.final = _NONE  # where the final review is: none, waiting, running, done
+        self.pool: Pool = new_pool(config)  # what each worker has, as it says at its start
+        self.needs: dict[str | None, frozenset[str]] = {}  # phase (None: final) -> its needs
+        self.every_need: frozenset[str] = frozenset()  # a worker with all: no filter
 
     # -- the xdist Scheduling protocol ------------------------------------------------------
 
@@ -104,6 +110,10 @@ class DependencyScheduling:
         self, node: WorkerController, item_index: int | str, duration: float = 0
     ) -> None:
         message = relayed(item_index)
+        tools = WorkerTools.from_wire(message) if message is not None else None
+        if tools is not None:  # what the worker has, said at its start
+            self.worker_said(node, tools)
+            return
         if message is not None:  # what a phase running on the worker says: no completion
             heard(self.config, message)
             return
@@ -119,6 +129,18 @@ class DependencyScheduling:
         elif phase_id is not None:
             self._finish(phase_id)
         self.schedule()
+
+    def worker_said(self, node: WorkerController, tools: WorkerTools) -> None:
+        """A worker's tools, before its collection makes it idle: it may be sent phases now,
+        and a phase that no worker of the complete pool can run fails."""
+        remote = node.gateway.id in self.config.stash.get(CHANNELS, {})
+        tools = as_controller_sees(node, tools, self.maestro, remote)
+        self.pool.add(tools)
+        if tools.refused is not None:
+            self.maestro.life.notes.append(f"worker {tools.where} runs no phase: {tools.refused}")
+        if self.policy is not None:
+            self._refuse_unrunnable()
+            self.schedule()
 
     def phase_completed(self, phase_id: str) -> None:
         """A phase's call passed, its end written: what it held back may start now, and its
@@ -213,21 +235,67 @@ class DependencyScheduling:
             return
         if self.policy is None:
             self.policy = self._start_policy()
-        idle = [node for node, phase in self.running.items() if phase is None]
+            self._refuse_unrunnable()
+        idle = [node for node, phase in self.running.items() if phase is None and self._said(node)]
         idle.sort(key=lambda node: node is tearing_down)
-        while idle and self.again and not self._stopping():  # still running for the policy
+        for again in list(self.again):  # still running for the policy
+            node = next((n for n in idle if self._can(n, again)), None)
+            if node is None or self._stopping():
+                continue
             self._stagger()
-            self._send(idle.pop(0), self.again.pop(0))
-        while idle and not self._stopping():
-            job = self.policy.next_job()
+            self.again.remove(again)
+            idle.remove(node)
+            self._send(node, again)
+        empty: set[frozenset[str] | None] = set()  # what was offered nothing: asked once
+        for node in list(idle):
+            has = self._has(node)
+            job = None if has in empty or self._stopping() else self.policy.next_job(has)
             if job is None:
-                break
+                empty.add(has)
+                continue
             self._stagger()
-            node = idle.pop(0)
-            self.policy.start(job)
+            idle.remove(node)
+            self.policy.start(job, has)
             self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
             self._send(node, job)
         self._final_review(idle)
+
+    def _said(self, node: WorkerController) -> bool:
+        """The worker said what it has (it does before its collection ends)."""
+        return self.pool.has(node.gateway.id) is not None
+
+    def _has(self, node: WorkerController) -> frozenset[str] | None:
+        """What the policy is told the worker has: None when it has all any phase needs."""
+        has = self.pool.has(node.gateway.id)
+        return None if has is not None and self.every_need <= has else has
+
+    def _can(self, node: WorkerController, phase_id: str | None) -> bool:
+        has = self._has(node)
+        return has is None or self.needs.get(phase_id, frozenset()) <= has
+
+    def _refuse_unrunnable(self) -> None:
+        """Each pending phase that no worker of the pool can run, once every worker said what
+        it has, fails in one line naming each worker and what it lacks; its dependents are
+        skipped as after any failure."""
+        assert self.policy is not None
+        if not self.pool.complete:
+            return
+        for phase_id in self.run.topological(self.policy.pending):
+            if phase_id not in self.policy.pending:  # doomed by one refused before it
+                continue
+            text = self.pool.refusal(self.needs.get(phase_id, frozenset()), f"phase {phase_id!r}")
+            if text is not None:
+                self._refuse(phase_id, text)
+
+    def _refuse(self, phase_id: str, text: str) -> None:
+        assert self.policy is not None
+        self.maestro.phase_started(self.maestro.plan.phase(phase_id))
+        doomed = [job for job, _ in self.policy.refuse(phase_id)]
+        report_refused(self.config, self.maestro.plan, self._nodeid(phase_id), text)
+        for job in self.run.topological(doomed):
+            reason = self.run.why_not_run(job, scheduled=True)
+            assert reason is not None, f"phase {job!r} is doomed with no reason"
+            report_skip(self.config, self.maestro.plan, self._nodeid(job), reason)
 
     def _final_review(self, idle: list[WorkerController]) -> None:
         """Once every phase finished (none running, none to start, no crash unjudged), the
@@ -241,8 +309,11 @@ class DependencyScheduling:
             self.final = _DONE
             report_skip(self.config, self.maestro.plan, self._nodeid(FINAL_NAME), reason)
         elif idle:
+            # A worker that has the final reviewer's runtime, else any: it fails there, its
+            # CLI missing, rather than waiting for a worker that has none.
+            node = next((n for n in idle if self._can(n, None)), idle[0])
+            idle.remove(node)
             self.final = _RUNNING
-            node = idle.pop(0)
             self.running[node] = FINAL_NAME
             node.send_runtest_some([self.final_index, self.sync_index])
 
@@ -276,11 +347,20 @@ class DependencyScheduling:
                 to_run.append(phase_id)
             else:
                 report_skip(self.config, maestro.plan, self._nodeid(phase_id), reason)
-        jobs = plan_jobs(maestro.graph, to_run, self.run.duration)
+        self._know_needs(to_run)
+        jobs = plan_jobs(maestro.graph, to_run, self.run.duration, self.needs.__getitem__)
         # Idle workers bound what runs; workers still starting up join as they finish collecting.
         limit = maestro.settings.max_concurrent or max(len(jobs), 1)
         kind = WavePolicy if maestro.settings.schedule == "waves" else DagPolicy
         return kind(jobs, limit)
+
+    def _know_needs(self, phase_ids: list[str]) -> None:
+        """What each phase needs of a worker; refused before anything runs when the overrides
+        give every worker's runtimes and none has a phase's."""
+        self.needs, refused = phase_needs(self.config, self.maestro, phase_ids, self.final != _NONE)
+        self.every_need = frozenset().union(*self.needs.values())
+        if refused is not None:
+            pytest.exit(refused, pytest.ExitCode.USAGE_ERROR)
 
     def _finish(self, phase_id: str) -> None:
         assert self.policy is not None

@@ -14,6 +14,7 @@ import pytest
 from .._compat import WorkerController, crashed_worker_id
 from ..phase.facts import PhaseFacts, iso_time
 from ..plan.wire import plan_from_wire, plan_to_wire
+from ..run.orchestrator import Role
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY
 from .nodeids import phase_id
@@ -22,6 +23,7 @@ from .session import LOST
 
 if TYPE_CHECKING:
     from ..plan import Plan
+    from ..run.orchestrator import Orchestrator
     from .scheduler import DependencyScheduling
 
 # The plan as the controller read it, in each worker's ``workerinput``; and that text, made once.
@@ -61,6 +63,32 @@ def pytest_configure_node(node: WorkerController) -> None:
         )
     else:
         node.workerinput[ISOLATE_INPUT] = settings.isolate
+
+
+def check_options(config: pytest.Config, maestro: Orchestrator) -> None:
+    """On the controller: a ``--maestro-worker-runtimes`` that names no worker of the run or
+    an unknown runtime is a usage error, one line."""
+    if maestro.role is Role.CONTROLLER and maestro.settings.worker_runtimes:
+        from ..settings import SettingsError
+        from .pool import check_overrides
+
+        try:
+            check_overrides(config, maestro)
+        except SettingsError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a worker, before xdist tells the controller its collection: what it has (git, the
+    selected phases' agent CLIs), so that it is sent only what it can run (``pool.py``)."""
+    config = session.config
+    maestro = config.stash.get(ORCHESTRATOR_KEY, None)
+    if maestro is None or maestro.run.decides:
+        return
+    from .pool import say_tools
+
+    say_tools(config, maestro, session.items)
 
 
 def given_plan(config: pytest.Config) -> Plan | None:

@@ -63,3 +63,31 @@ def worker_arguments(
                 "option's value"
             )
     return out
+
+
+def expand(specs: Iterable[str]) -> list[str]:
+    """The ``--tx`` specs one per worker, in the order xdist starts them (``3*popen`` thrice)."""
+    out: list[str] = []
+    for spec in specs:
+        count, star, body = spec.partition("*")
+        out += [body] * int(count) if star and count.isdigit() else [spec]
+    return out
+
+
+def gateway_ids(specs: Sequence[str]) -> list[str]:
+    """Each worker's gateway id, as execnet gives them: a spec's ``id=``, else gw0, gw1, … in
+    order among the specs without one."""
+    ids, counter = [], 0
+    for spec in specs:
+        named = dict(part.split("=", 1) for part in spec.split("//") if "=" in part).get("id")
+        if named is None:
+            named, counter = f"gw{counter}", counter + 1
+        ids.append(named)
+    return ids
+
+
+def names_worker(key: str, worker: str, spec: str) -> bool:
+    """Whether ``key`` of ``--maestro-worker-runtimes`` names this worker: its gateway id, or
+    parts of its spec (``ssh=me@build1``, ``popen//chdir=/srv/a``)."""
+    parts = set(spec.split("//"))
+    return key == worker or set(key.split("//")) <= parts

@@ -111,12 +111,13 @@ class CopilotRuntime(CommandRuntime):
     Its usage is premium requests (``result.usage.premiumRequests``), often with no tokens."""
 
     name = "copilot"
+    executable = "copilot"
     autonomy = "--allow-all-tools: edits files and runs commands without asking"
     agent_fields = frozenset({"tools"})
     resumes = True  # --resume SESSION_ID
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
-        argv = ["copilot", "--output-format", "json", "--no-ask-user", "--no-auto-update"]
+        argv = [self.executable, "--output-format", "json", "--no-ask-user", "--no-auto-update"]
         argv += ["--model", "{model}"]
         if request.autonomous:
             argv.append("--allow-all-tools")
@@ -165,6 +166,7 @@ class OpenCodeRuntime(CommandRuntime):
     OpenCode allows edits by default; without consent its permission config denies them."""
 
     name = "opencode"
+    executable = "opencode"
     autonomy = "permission edit and bash 'allow': edits files and runs commands without asking"
     # A provider without prices in opencode reports a cost of 0: estimated from the phase's
     # ``provider/model``.
@@ -178,7 +180,7 @@ class OpenCodeRuntime(CommandRuntime):
 
     def template(self, request: AgentRequest) -> tuple[str, ...]:
         # --dir: opencode works in $PWD, not in its cwd; the project root is where it must act.
-        return ("opencode", "run", "--format", "json", "--dir", "{root}", "--model", "{model}")
+        return (self.executable, "run", "--format", "json", "--dir", "{root}", "--model", "{model}")
 
     def feeds_stdin(self, request: AgentRequest) -> bool:
         return True

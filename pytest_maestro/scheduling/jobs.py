@@ -18,6 +18,9 @@ class Job:
     reads: frozenset[str]
     exclusive: bool = False  # runs with nothing beside it (a phase with parallel: false)
     duration: float = 1.0  # estimate in seconds, for priority only
+    # What a worker must have to run it (a runtime's CLI, git): the scheduler sends a job only
+    # to a worker that has all of it.
+    needs: frozenset[str] = frozenset()
 
 
 class JobGraph:
@@ -84,10 +87,15 @@ class WaveLayout:
         )
 
 
-def plan_jobs(graph: PlanGraph, ids: Iterable[str], duration: Callable[[str], float]) -> list[Job]:
+def plan_jobs(
+    graph: PlanGraph,
+    ids: Iterable[str],
+    duration: Callable[[str], float],
+    needs: Callable[[str], frozenset[str]] | None = None,
+) -> list[Job]:
     """A job per phase of ``ids``, in that order: its dependencies among them (one outside
     completed earlier), the keys of its files (one per file, however named: ``PlanGraph.claims``),
-    exclusive for ``parallel: false``."""
+    exclusive for ``parallel: false``, and what a worker needs to run it (``needs``)."""
     ids = list(ids)
     running = set(ids)
     jobs = []
@@ -102,6 +110,7 @@ def plan_jobs(graph: PlanGraph, ids: Iterable[str], duration: Callable[[str], fl
                 reads=frozenset(reads),
                 exclusive=not phase.parallel,
                 duration=duration(phase_id),
+                needs=needs(phase_id) if needs is not None else frozenset(),
             )
         )
     return jobs

@@ -3,6 +3,10 @@
 It knows phases only as `Job` values (id, dependencies, file sets, estimated duration). No pytest,
 no processes, no clock: the xdist adapter and `simulation.simulate` drive a `Policy` with
 ``next_job`` / ``start`` / ``finish``.
+
+A mixed pool (workers that lack a runtime's CLI, or git) is one filter: ``next_job(has)`` offers
+only a job whose ``needs`` the asking worker ``has`` (None: it has everything), and ``refuse``
+fails a job that no worker can run, without running it.
 """
 
 from __future__ import annotations
@@ -14,15 +18,23 @@ from typing import Protocol
 
 from .jobs import Job, JobGraph, WaveLayout
 
-__all__ = ["DagPolicy", "Job", "Policy", "WavePolicy"]
+__all__ = ["DagPolicy", "Job", "Policy", "WavePolicy", "fits"]
+
+Heap = list[tuple[float, int, str]]
+
+
+def fits(job: Job, has: Set[str] | None) -> bool:
+    """Whether a worker that has ``has`` (None: anything) can run the job."""
+    return has is None or job.needs <= has
 
 
 class Policy(Protocol):
     """Every job ends up in exactly one of pending, running, finished or doomed."""
 
-    def next_job(self) -> str | None: ...
-    def start(self, job_id: str) -> None: ...
+    def next_job(self, has: Set[str] | None = None) -> str | None: ...
+    def start(self, job_id: str, has: Set[str] | None = None) -> None: ...
     def finish(self, job_id: str, ok: bool) -> list[tuple[str, str]]: ...
+    def refuse(self, job_id: str) -> list[tuple[str, str]]: ...
     @property
     def pending(self) -> Set[str]: ...
     @property
@@ -71,12 +83,12 @@ class _Ledger:
     def done(self) -> bool:
         return not self._pending and not self._running
 
-    def next_job(self) -> str | None:
+    def next_job(self, has: Set[str] | None = None) -> str | None:
         raise NotImplementedError
 
-    def start(self, job_id: str) -> None:
-        """Start the job `next_job()` returned; anything else is a caller error."""
-        allowed = self.next_job()
+    def start(self, job_id: str, has: Set[str] | None = None) -> None:
+        """Start the job `next_job(has)` returned; anything else is a caller error."""
+        allowed = self.next_job(has)
         if job_id != allowed:
             raise ValueError(f"job {job_id!r} may not start now (next_job() is {allowed!r})")
         self._pending.remove(job_id)
@@ -91,6 +103,18 @@ class _Ledger:
         self._finished[job_id] = ok
         self._release(job_id, ok)
         doomed = [] if ok else self._doom_dependents(job_id, job_id)
+        self._settle()
+        return doomed
+
+    def refuse(self, job_id: str) -> list[tuple[str, str]]:
+        """A pending job that will never run (no worker can run it) finishes unsuccessfully
+        without starting; returns what it dooms, as ``finish`` does for a failure."""
+        if job_id not in self._pending:
+            raise ValueError(f"job {job_id!r} is not pending")
+        self._pending.remove(job_id)
+        self._finished[job_id] = False
+        self._forget(job_id)
+        doomed = self._doom_dependents(job_id, job_id)
         self._settle()
         return doomed
 
@@ -124,9 +148,11 @@ class _Ledger:
 class DagPolicy(_Ledger):
     """Start the dependency-ready job with the longest remaining path that may run now.
 
-    Ready jobs wait in a heap keyed by (-remaining path, written order). A job found blocked by a
-    running job is set aside on it and goes back into the heap when that job finishes, so a call
-    costs O(log n) amortised instead of a scan of everything ready.
+    Ready jobs wait in a heap keyed by (-remaining path, written order), one heap per set of
+    ``needs`` (few: a plan's runtimes), so a worker that lacks some is offered the best of the
+    heaps it can run without a scan. A job found blocked by a running job is set aside on it and
+    goes back into its heap when that job finishes, so a call costs O(log n) amortised instead
+    of a scan of everything ready.
 
     Exclusive jobs get two rules, because each one needs the workers drained: a blocked exclusive
     job holds back every job of lower priority (else a stream of others starves it), and when
@@ -141,8 +167,8 @@ class DagPolicy(_Ledger):
         self._unmet = {
             job_id: len(deps) for job_id, deps in zip(graph.ids, graph.dag.deps, strict=True)
         }
-        self._ready: list[tuple[float, int, str]] = []
-        self._ready_exclusive: list[tuple[float, int, str]] = []
+        self._ready: dict[frozenset[str], Heap] = {}  # by needs
+        self._ready_exclusive: dict[frozenset[str], Heap] = {}
         for job_id, unmet in self._unmet.items():
             if unmet == 0:
                 self._push(job_id)
@@ -152,15 +178,15 @@ class DagPolicy(_Ledger):
         self._readers: dict[str, set[str]] = {}  # file -> running jobs reading it
         self._exclusive: str | None = None  # the running exclusive job
 
-    def next_job(self) -> str | None:
+    def next_job(self, has: Set[str] | None = None) -> str | None:
         if len(self._running) >= self._max_running or self._exclusive is not None:
             return None
         if not self._running:
-            exclusive = self._top(self._ready_exclusive)
+            exclusive = self._best(self._ready_exclusive, has)
             if exclusive is not None:
-                return exclusive
-        ready = self._ready
-        while (job_id := self._top(ready)) is not None:
+                return exclusive[0][2]
+        while (ready := self._best(self._ready, has)) is not None:
+            job_id = ready[0][2]
             if self._waiting_exclusive and ready[0] > min(
                 self._key[waiting] for waiting in self._waiting_exclusive
             ):
@@ -175,16 +201,23 @@ class DagPolicy(_Ledger):
                 self._waiting_exclusive.add(job_id)
         return None
 
-    def _top(self, heap: list[tuple[float, int, str]]) -> str | None:
-        """The best pending job of the heap, dropping entries started or skipped meanwhile."""
-        while heap and heap[0][2] not in self._pending:
-            heapq.heappop(heap)
-        return heap[0][2] if heap else None
+    def _best(self, heaps: dict[frozenset[str], Heap], has: Set[str] | None) -> Heap | None:
+        """Of the heaps whose needs ``has`` meets, the one whose best pending job is best."""
+        best = None
+        for needs, heap in heaps.items():
+            if has is not None and not needs <= has:
+                continue
+            while heap and heap[0][2] not in self._pending:  # started or skipped meanwhile
+                heapq.heappop(heap)
+            if heap and (best is None or heap[0] < best[0]):
+                best = heap
+        return best
 
     def _push(self, job_id: str) -> None:
-        heapq.heappush(self._ready, self._key[job_id])
-        if self._graph.jobs[job_id].exclusive:
-            heapq.heappush(self._ready_exclusive, self._key[job_id])
+        job = self._graph.jobs[job_id]
+        heapq.heappush(self._ready.setdefault(job.needs, []), self._key[job_id])
+        if job.exclusive:
+            heapq.heappush(self._ready_exclusive.setdefault(job.needs, []), self._key[job_id])
 
     def _blocker(self, job: Job) -> str | None:
         """A running job that `job` may not run beside, if any."""
@@ -226,7 +259,8 @@ class DagPolicy(_Ledger):
         for waiting in self._set_aside.pop(job_id, ()):
             self._waiting_exclusive.discard(waiting)
             if waiting in self._pending:
-                heapq.heappush(self._ready, self._key[waiting])
+                needs = self._graph.jobs[waiting].needs
+                heapq.heappush(self._ready.setdefault(needs, []), self._key[waiting])
         if ok:
             for dependent in self._graph.dependents[job_id]:
                 self._unmet[dependent] -= 1
@@ -266,15 +300,27 @@ class WavePolicy(_Ledger):
         self._resume: deque[int] = deque()  # started chunks whose worker is free again
         self._settle()
 
-    def next_job(self) -> str | None:
+    def next_job(self, has: Set[str] | None = None) -> str | None:
         if len(self._running) >= self._max_running:
             return None
         while self._solo and self._solo[0] not in self._pending:
             self._solo.popleft()
         if self._solo or self._alone is not None:
-            return None if self._running else self._solo[0]
-        chunk = self._next_chunk()
+            solo = None if self._running else self._solo[0]
+            return solo if solo is not None and fits(self._graph.jobs[solo], has) else None
+        chunk = self._next_chunk() if has is None else self._next_chunk_for(has)
         return None if chunk is None else self._chunks[chunk][0]
+
+    def _next_chunk_for(self, has: Set[str]) -> int | None:
+        """The chunk ``_next_chunk`` would give, among those whose next job ``has`` meets: a
+        scan, which only a mixed pool pays."""
+        jobs = self._graph.jobs
+        resumed = [chunk for chunk in self._resume if self._drop_stale(chunk)]
+        idle = sorted(entry for entry in self._idle if self._drop_stale(entry[1]))
+        for chunk in (*resumed, *(chunk for _, chunk in idle)):
+            if fits(jobs[self._chunks[chunk][0]], has):
+                return chunk
+        return None
 
     def _next_chunk(self) -> int | None:
         while self._resume:
@@ -299,10 +345,15 @@ class WavePolicy(_Ledger):
             self._alone = self._solo.popleft()
             return
         chunk = self._chunk_of[job_id]
-        if self._resume:
+        if self._resume and self._resume[0] == chunk:
             self._resume.popleft()
-        else:
+        elif chunk in self._resume:  # a worker that lacks what those before it need
+            self._resume.remove(chunk)
+        elif self._idle[0][1] == chunk:
             heapq.heappop(self._idle)
+        else:
+            self._idle = [entry for entry in self._idle if entry[1] != chunk]
+            heapq.heapify(self._idle)
         self._chunks[chunk].popleft()
 
     def _release(self, job_id: str, ok: bool) -> None:

@@ -22,6 +22,7 @@ from pytest_maestro.hooks.scheduler import DependencyScheduling
 from pytest_maestro.phase.events import STARTED, PhaseEvent
 from pytest_maestro.phase.facts import PhaseFacts
 from pytest_maestro.run.orchestrator import Orchestrator
+from pytest_maestro.run.tools import detect
 from pytest_maestro.settings import OPTIONS
 
 from ..helpers import phase, write_plan
@@ -44,8 +45,14 @@ class Send:
 class FakeNode:
     """A worker as the scheduler sees it: a gateway id, and the item indices it was sent."""
 
-    def __init__(self, worker: str, on_send: Callable[[FakeNode, list[int]], None]) -> None:
-        self.gateway = SimpleNamespace(id=worker)
+    def __init__(
+        self,
+        worker: str,
+        on_send: Callable[[FakeNode, list[int]], None],
+        config: pytest.Config | None = None,
+    ) -> None:
+        self.gateway = SimpleNamespace(id=worker, spec="popen")
+        self.config = config
         self.sent: list[list[int]] = []
         self._on_send = on_send
 
@@ -100,14 +107,22 @@ class Run:
     def add_workers(self, *workers: str, collection: list[str] | None = None) -> None:
         """Workers join, then each collects (the plan unless told otherwise) and xdist schedules."""
         for worker in workers:
-            node = FakeNode(worker, self._sent)
+            node = FakeNode(worker, self._sent, self.sched.config)
             self.nodes[worker] = node
             self.sched.add_node(node)  # type: ignore[arg-type]
+            self.say_tools(node)
         for worker in workers:
             ids = self.collection if collection is None else collection
             self.sched.add_node_collection(self.nodes[worker], ids)  # type: ignore[arg-type]
             if self.sched.collection_is_completed:
                 self.sched.schedule()
+
+    def say_tools(self, node: FakeNode) -> None:
+        """What a worker says while it collects: what this machine has of the plan's needs."""
+        config, resolve = self.sched.config, self.maestro.resolve
+        phases = self.maestro.plan.phases
+        tools = detect(resolve, phases, False, node.gateway.id, config.rootpath)
+        self.sched.mark_test_complete(node, tools.to_wire())  # type: ignore[arg-type]
 
     def _sent(self, node: FakeNode, indices: list[int]) -> None:
         self.sends.append(

@@ -7,7 +7,14 @@ import pytest
 
 from pytest_maestro.phase.prompt import DependencyResult
 from pytest_maestro.remote import RemoteError
-from pytest_maestro.remote.specs import any_remote, is_remote, worker_arguments
+from pytest_maestro.remote.specs import (
+    any_remote,
+    expand,
+    gateway_ids,
+    is_remote,
+    names_worker,
+    worker_arguments,
+)
 from pytest_maestro.remote.wire import Result, Start
 from pytest_maestro.settings import Settings
 
@@ -97,7 +104,11 @@ def test_a_malformed_result_is_one_line() -> None:
 def test_settings_come_back_as_they_went() -> None:
     class Config:
         def getoption(self, name: str) -> object:
-            given = {"maestro": "plan.md", "maestro_max_concurrent_calls": ["claude=3"]}
+            given = {
+                "maestro": "plan.md",
+                "maestro_max_concurrent_calls": ["claude=3"],
+                "maestro_worker_runtimes": ["gw0:claude,shell", "ssh=me@b1:"],
+            }
             return given.get(name, False if name in ("maestro_fresh",) else None)
 
         def getini(self, name: str) -> object:
@@ -106,3 +117,20 @@ def test_settings_come_back_as_they_went() -> None:
     settings = Settings.from_config(Config(), env={})
     assert Settings.from_wire(settings.to_wire()) == settings
     assert settings.max_concurrent_calls == (("claude", 3),)
+    assert settings.worker_runtimes == (("gw0", ("claude", "shell")), ("ssh=me@b1", ()))
+
+
+def test_specs_are_one_per_worker_with_the_ids_execnet_gives_them() -> None:
+    specs = expand(["2*popen//chdir=/a", "ssh=me@b1//id=build1", "socket=h:8888"])
+    assert specs == ["popen//chdir=/a", "popen//chdir=/a", "ssh=me@b1//id=build1", "socket=h:8888"]
+    assert gateway_ids(specs) == ["gw0", "gw1", "build1", "gw2"]
+
+
+def test_an_override_names_a_worker_by_its_id_or_parts_of_its_spec() -> None:
+    spec = "execmodel=main_thread_only//ssh=me@b1//python=/v/bin/python"
+    assert names_worker("gw3", "gw3", spec)
+    assert names_worker("ssh=me@b1", "gw3", spec)
+    assert names_worker("ssh=me@b1//python=/v/bin/python", "gw3", spec)
+    assert not names_worker("ssh=me@b2", "gw3", spec)
+    assert not names_worker("gw0", "gw3", spec)
+    assert names_worker("popen", "gw0", "popen//chdir=/a")
