@@ -15,7 +15,9 @@ xdist ``--tx`` reaches the server either way:
 
 ``Sshd.host`` is ``127.0.0.1``, whose ``Host`` block in the config names the port, the user and
 the key. A login runs the user's shell in the user's home folder, with sshd's environment, not the
-test's: a spec's ``chdir=`` sets where the worker runs.
+test's: a spec's ``chdir=`` sets where the worker runs. For a spec that is not a plain ``popen``,
+xdist itself first copies pytest's own source (``pytest.py``, ``_pytest/``) into that folder
+(``NodeManager.rsync_roots``), whose worker then imports it from there.
 
 ``Sshd.start`` raises ``Unavailable`` with the reason when the server cannot start or a login
 fails (no sshd or ssh installed, a port it cannot bind, a locked account); ``Sshd.stop`` ends the
@@ -237,14 +239,15 @@ Host {HOST}
         return path
 
     def _wait_listening(self) -> str | None:
-        """None once the server listens; else why it does not."""
+        """None once the server says it listens on its port; else why it does not. (A connection
+        alone could reach whatever else took the port.)"""
+        listening = f"Server listening on {HOST} port {self.port}."
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return f"sshd exited {self.process.returncode}: {self._last_log_lines()}"
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.settimeout(1.0)
-                if sock.connect_ex((HOST, self.port)) == 0:
+            with contextlib.suppress(OSError):
+                if listening in self.log.read_text(errors="replace"):
                     return None
             time.sleep(0.02)
         return f"sshd did not listen within {START_TIMEOUT:g}s: {self._last_log_lines()}"
