@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -24,10 +26,28 @@ collect_ignore = ["tests/fixtures/projects", "tests/fixtures/solutions"]
 LEAN_ADDOPTS = "-p no:hypothesispytest -p no:anyio --assert=plain"
 
 
+@pytest.fixture(scope="session")
+def _bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of bytecode for every process the suite's tests start, made fresh by this run.
+
+    Where the environment forbids bytecode caches (PYTHONDONTWRITEBYTECODE), every process a test
+    starts (an inner pytest, its xdist workers, a fake agent) would compile every module it
+    imports: most of such a process's start. Under xdist the suite's workers share one folder,
+    the parent of their own base temporary directories; Python writes each file atomically.
+    """
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / "pycache"
+
+
 @pytest.fixture(autouse=True)
-def _lean_inner_pytest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _lean_inner_pytest(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _bytecode_cache: Path
+) -> None:
     """pytest runs inside tests, in process or as a subprocess of pytester or of the test's own,
-    load neither those plugins nor assertion rewriting.
+    load neither those plugins nor assertion rewriting; the processes tests start share one
+    bytecode cache, outside every tree a test looks at.
 
     Set after pytester starts, which clears PYTEST_ADDOPTS.
     """
@@ -36,6 +56,8 @@ def _lean_inner_pytest(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
         # Inner runs append their report to a GitHub step summary: not to this job's own.
         monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(_bytecode_cache))
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,8 @@ def on_small_disk(tmp_path: Path, driver: str, size: str = "600k") -> dict[str, 
             "PATH": "/usr/bin:/bin",
             "HOME": str(tmp_path),
             "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),  # the lean inner runs
+            # The run's bytecode cache (conftest.py), off the small disk.
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPYCACHEPREFIX"},
         },
     )
     assert done.returncode == 0, done.stdout + done.stderr

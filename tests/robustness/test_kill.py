@@ -37,7 +37,7 @@ def _plan(pytester: pytest.Pytester) -> None:
     for n in range(PHASES):
         deps = sorted({f"p{rng.randrange(n)}" for _ in range(rng.randrange(3))}) if n else []
         # The marker is written last: a phase recorded completed must have reached it.
-        run = [f"sleep {rng.uniform(0.1, 0.4):.2f}", f"echo done >> markers/p{n}"]
+        run = [f"sleep {rng.uniform(0.05, 0.2):.2f}", f"echo done >> markers/p{n}"]
         phases.append({"id": f"p{n}", "run": run, "blocked_by": deps, "max_retries": 0})
     write_plan(pytester, phases)
     (pytester.path / "markers").mkdir()
@@ -51,6 +51,25 @@ def _wait_for_progress(root: Path, markers: int, limit: float = 30.0) -> None:
     deadline = time.monotonic() + limit
     while sum(_runs(root).values()) <= markers and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def _wait_for_leftovers(root: Path, limit: float = 10.0) -> None:
+    """Until no process works in ``root``: the commands of a killed run, which lead process
+    groups of their own, run on after it until they end."""
+    deadline = time.monotonic() + limit
+    while _working_in(root) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _working_in(root), "a killed run's command ran on"
+
+
+def _working_in(root: Path) -> list[int]:
+    """The processes whose working directory is ``root``, but this one (pytester's is)."""
+    found, real, me = [], root.resolve(), str(os.getpid())
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        with contextlib.suppress(OSError):
+            if cwd.parent.name != me and cwd.readlink() == real:
+                found.append(int(cwd.parent.name))
+    return found
 
 
 def _completed(root: Path) -> set[str]:
@@ -91,10 +110,10 @@ def test_random_kills_lose_nothing_and_repeat_no_completed_phase(pytester: pytes
         run = _start(pytester.path, command)
         # A random moment after the run made some progress, whatever the machine's speed.
         _wait_for_progress(pytester.path, sum(_runs(pytester.path).values()))
-        time.sleep(rng.uniform(0.0, 0.4))
+        time.sleep(rng.uniform(0.0, 0.2))
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
-        time.sleep(0.3)  # phase commands live in their own process groups: let them end
+        _wait_for_leftovers(pytester.path)  # commands lead their own groups: let them end
         runs = _runs(pytester.path)
         completed = _completed(pytester.path)
         assert all(runs.get(pid, 0) >= 1 for pid in completed), "completed but never ran"
@@ -336,7 +355,7 @@ def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file
         time.sleep(rng.uniform(0.0, 0.3))
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
-        time.sleep(0.4)  # the killed command's own group: its next step must not land later
+        _wait_for_leftovers(root)  # the killed command's own group: it must not write later
     result = _finish(root, command)
     assert result.returncode == 0, result.stdout[-2000:]
     expected = "the user's edit\n" + "".join(f"p{n}-half\np{n}\n" for n in range(8))
