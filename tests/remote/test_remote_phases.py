@@ -119,7 +119,7 @@ def test_a_plan_run_remote_leaves_the_tree_a_local_isolated_run_leaves(tmp_path:
 
     alone = run(local, "--maestro-isolate=worktree")
     assert alone.returncode == 0, alone.stdout + alone.stderr
-    far = run(remote, *hosts(tmp_path, 3))
+    far = run(remote, *hosts(tmp_path, 2))
     assert far.returncode == 0, far.stdout + far.stderr
     assert "4 passed" in far.stdout
 

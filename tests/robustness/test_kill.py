@@ -28,7 +28,7 @@ from pytest_maestro.state.journal import read_journal
 from ..helpers import git_repo, write_plan
 
 PHASES = 30
-ROUNDS = 10
+ROUNDS = 6  # each a -n 2 run killed at a random moment after it made progress
 
 
 def _plan(pytester: pytest.Pytester) -> None:
