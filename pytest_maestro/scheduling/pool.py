@@ -115,9 +115,17 @@ class Pool:
         naming each worker, its host and what it lacks; None when one can, or may yet."""
         if not self.complete or any(tools.can(needs) for tools in self.tools.values()):
             return None
-        lacking = " | ".join(tools.why_not(needs) for tools in self.tools.values())
+        # In gateway order (gw2 before gw10), whichever worker said it first.
+        ordered = sorted(self.tools.values(), key=lambda tools: _natural(tools.worker))
+        lacking = " | ".join(tools.why_not(needs) for tools in ordered)
         # What every worker has is not the trouble: named only when nothing else is.
         short = {need for need in needs if any(need not in t.has for t in self.tools.values())}
         named = " and ".join(sorted(short or needs))
         which = "which no worker has" if len(short or needs) < 2 else "and no worker has all"
         return f"{what} needs {named}, {which}: {lacking}"
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """``gw2`` before ``gw10``: the name's stem, then its number (-1 without one)."""
+    stem = name.rstrip("0123456789")
+    return stem, int(name[len(stem) :] or -1)

@@ -164,3 +164,16 @@ def test_a_refused_worker_runs_nothing_and_says_why() -> None:
         "phase 'a' needs shell, which no worker has: "
         "gw0 on host: its rootdir /x is not the controller's /y"
     )
+
+
+def test_a_refusal_names_the_workers_in_gateway_order_whichever_said_first() -> None:
+    pool = Pool(3)
+    for worker in ("gw10", "gw2", "gw1"):  # as their reports came in
+        pool.add(tools(worker, {"git", "shell"}, lacks=(("claude", "no claude on its PATH"),)))
+    refusal = pool.refusal(frozenset({"claude"}), "phase 'a'")
+    assert refusal is not None
+    assert [part.split()[0] for part in refusal.split(": ", 1)[1].split(" | ")] == [
+        "gw1",
+        "gw2",
+        "gw10",
+    ]
