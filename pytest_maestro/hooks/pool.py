@@ -9,23 +9,18 @@ collection makes it idle: before its first phase. The controller puts the overri
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
 from .._compat import WorkerController, controller_channel
-from ..phase.facts import PhaseFacts, iso_time
-from ..plan import Plan
 from ..remote.specs import expand, gateway_ids, names_worker
 from ..run.orchestrator import Orchestrator
 from ..run.tools import detect, needs
 from ..scheduling.pool import GIT, Pool, WorkerTools
 from ..settings import SettingsError
-from ..state.model import Status
 from .collect import FinalItem, PhaseItem
-from .nodeids import phase_id
 
 FLAG = "--maestro-worker-runtimes"
 
@@ -132,24 +127,3 @@ def as_controller_sees(
             "would not run in this tree (give its --tx spec chdir= to run them remote)",
         )
     return tools
-
-
-def report_refused(config: pytest.Config, plan: Plan, nodeid: str, text: str) -> None:
-    """A phase no worker can run, failed on the controller with the reports a worker would
-    have sent, its failure the one line that says why."""
-    name = phase_id(nodeid)
-    phase = plan.phase(name)
-    location = (str(plan.path), max((phase.line or 1) - 1, 0), f"phase {phase.id}: {phase.name}")
-    facts = PhaseFacts(
-        name, Status.FAILED, result=text, failure=text, finished=iso_time(time.time())
-    )
-    hook = config.hook
-    hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
-    setup = pytest.TestReport(nodeid, location, {}, "passed", None, "setup")
-    hook.pytest_runtest_logreport(report=setup)
-    call = pytest.TestReport(nodeid, location, {}, "failed", text, "call")
-    facts.attach(call)
-    hook.pytest_runtest_logreport(report=call)
-    teardown = pytest.TestReport(nodeid, location, {}, "passed", None, "teardown")
-    hook.pytest_runtest_logreport(report=teardown)
-    hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)

@@ -27,10 +27,10 @@ from ..scheduling.pool import Pool, WorkerTools
 from ..state.model import Status
 from .collect import ORCHESTRATOR_KEY, SYNC_NAME
 from .nodeids import NodeId
-from .pool import as_controller_sees, new_pool, phase_needs, report_refused
+from .pool import as_controller_sees, new_pool, phase_needs
 from .progress import heard
 from .remote import CHANNELS
-from .skips import report_skip
+from .skips import report_refused, report_skip
 
 # Where the final review is: not selected, waiting for every phase to finish, on a worker, done.
 _NONE, _WAITING, _RUNNING, _DONE = "none", "waiting", "running", "done"
