@@ -276,8 +276,14 @@ def test_a_remote_agent_phase_gets_its_agent_and_its_dependencies_results_from_h
 def test_a_worker_lost_mid_phase_loses_nothing_and_the_run_completes_on_the_others(
     tmp_path: Path,
 ) -> None:
+    lose_a_host(tmp_path, hosts(tmp_path, 2))
+
+
+def lose_a_host(tmp_path: Path, workers: list[str]) -> None:
+    """A dependent plan run on ``workers`` (``--tx`` options), the first phase's host lost under
+    it the first time (its worker killed) after half its work: nothing of that half reaches the
+    tree, and the phase runs again on another worker."""
     mark = tmp_path / "lost-once"
-    # The first time, the phase's host goes (its worker killed under it) after half its work.
     lose = f"if [ ! -e {mark} ]; then touch {mark}; echo half > a.txt; kill -9 $PPID; sleep 5; fi"
     plan = [
         phase("a", lose, "echo a > a.txt", files={"create": ["a.txt"]}),
@@ -285,7 +291,7 @@ def test_a_worker_lost_mid_phase_loses_nothing_and_the_run_completes_on_the_othe
     ]
     root = make_project(tmp_path / "p", plan)
     before = tree(root)
-    result = run(root, *hosts(tmp_path, 2))
+    result = run(root, *workers)
     assert result.returncode == 0, result.stdout + result.stderr
     assert mark.exists()
     assert "2 passed, 1 lost" in result.stdout

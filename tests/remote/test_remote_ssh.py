@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import phase
 from .sshd import Sshd
-from .test_remote_phases import CHAIN, git, make_project, run, tree
+from .test_remote_phases import CHAIN, git, lose_a_host, make_project, run, tree
 
 pytestmark = pytest.mark.slow
 
@@ -50,20 +49,5 @@ def test_a_plan_run_over_ssh_leaves_the_tree_a_local_isolated_run_leaves(
 def test_a_host_lost_over_ssh_mid_phase_loses_nothing_and_the_run_completes(
     sshd: Sshd, tmp_path: Path
 ) -> None:
-    mark = tmp_path / "lost-once"
-    # The first time, the phase's worker is killed under it after half its work: its ssh
-    # connection, and so its gateway, goes with it.
-    lose = f"if [ ! -e {mark} ]; then touch {mark}; echo half > a.txt; kill -9 $PPID; sleep 5; fi"
-    plan = [
-        phase("a", lose, "echo a > a.txt", files={"create": ["a.txt"]}),
-        phase("b", "cat a.txt > b.txt", files={"create": ["b.txt"]}, blocked_by=["a"]),
-    ]
-    root = make_project(tmp_path / "p", plan)
-    before = tree(root)
-    result = run(root, *ssh_hosts(sshd, tmp_path, 2))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert mark.exists()
-    assert "2 passed, 1 lost" in result.stdout
-    after = tree(root)
-    assert after.pop("a.txt")[2] == after.pop("b.txt")[2] == b"a\n"  # not the lost half
-    assert after == before
+    # The worker killed under its phase takes its ssh connection, and so its gateway, with it.
+    lose_a_host(tmp_path, ssh_hosts(sshd, tmp_path, 2))
