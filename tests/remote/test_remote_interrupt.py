@@ -15,7 +15,7 @@ import pytest
 
 from ..helpers import phase
 from ..robustness.test_safety import gone, marked, marker  # noqa: F401 - a fixture
-from .test_remote_phases import hosts, make_project, tree
+from .test_remote_phases import hosts, make_project, run_env, tree
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_ctrl_c_mid_phase_ends_everything_on_the_hosts_and_leaves_the_tree_as_it
     root = make_project(tmp_path / "p", plan)
     before = tree(root)
     options = hosts(tmp_path / "hosts", 2)
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:anyio --assert=plain"}
+    env = run_env()
     command = [sys.executable, "-m", "pytest", "--maestro", "plan.yaml", "-p", "no:cacheprovider"]
     run = subprocess.Popen(
         [*command, *options],

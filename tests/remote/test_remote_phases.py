@@ -15,6 +15,8 @@ from ..helpers import FAKES, phase
 
 pytestmark = pytest.mark.slow
 
+PLUGINS = Path(__file__).parent / "plugins"
+
 
 def git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
@@ -54,13 +56,23 @@ def tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
     return found
 
 
-def run(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """pytest on the project's plan, from its root, as users run it."""
+def run_env(copy_pytest: bool = False) -> dict[str, str]:
+    """The environment of a run: lean, and without xdist's copy of pytest's own source to each
+    worker's folder unless ``copy_pytest`` (see ``plugins/uncopied.py``)."""
     env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:anyio --assert=plain"}
+    if not copy_pytest:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGINS), env.get("PYTHONPATH")]))
+        env["PYTEST_PLUGINS"] = "uncopied"
+    return env
+
+
+def run(root: Path, *options: str, copy_pytest: bool = False) -> subprocess.CompletedProcess[str]:
+    """pytest on the project's plan, from its root, as users run it."""
     command = [
         *("python", "-m", "pytest", "--maestro", "plan.yaml", "-p", "no:cacheprovider"),
         *options,
     ]
+    env = run_env(copy_pytest)
     return subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -119,7 +131,7 @@ def test_a_plan_run_remote_leaves_the_tree_a_local_isolated_run_leaves(tmp_path:
 
     alone = run(local, "--maestro-isolate=worktree")
     assert alone.returncode == 0, alone.stdout + alone.stderr
-    far = run(remote, *hosts(tmp_path, 2))
+    far = run(remote, *hosts(tmp_path, 2), copy_pytest=True)  # as users' runs copy it
     assert far.returncode == 0, far.stdout + far.stderr
     assert "4 passed" in far.stdout
 
@@ -193,7 +205,7 @@ def test_a_conflict_with_the_user_s_edit_during_the_run_keeps_the_phase_s_work(
     root = make_project(tmp_path / "p", plan)
     home = tmp_path / "host0"
     home.mkdir()
-    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:anyio --assert=plain"}
+    env = run_env()
     command = [
         *("python", "-m", "pytest", "--maestro", "plan.yaml", "-p", "no:cacheprovider"),
         *("--tx", f"popen//chdir={home}", "-d"),
