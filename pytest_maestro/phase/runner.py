@@ -32,12 +32,12 @@ from .events import ACTIVITY, RETRY, STARTED, WAITING, Progress, Teller
 from .isolated import bring_back, out_of_scope
 from .loop_record import LoopRecord, drop, going_on
 from .outcome import Attempt, CheckFailure, PhaseOutcome
-from .review import PhaseReview, Scene
-from .rounds import FixRound
 from .slots import AccountSlots
 
-if TYPE_CHECKING:  # a run without --maestro-isolate imports none of it
+if TYPE_CHECKING:  # a run without --maestro-isolate, or without reviews, imports none of it
     from ..isolation.worktree import Isolation, Workspace
+    from .review import PhaseReview
+    from .rounds import FixRound
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,8 @@ class PhaseRunner:
                 attempt = self._attempt(phase, number, previous, out, before, tell)
             # Its own checks passed (or a killed run's loop had it reviewed): a reviewer's turn.
             if cfg.review is not None and (attempt.ok or attempt.review is not None):
+                from .review import Scene
+
                 redo = partial(self._attempt, phase, number, out=out, before=before, tell=tell)
                 mark = partial(self._mark, phase, out) if cfg.isolation is None else None
                 scene = Scene(self.root, before, out, self.env(phase, number), tell, redo, mark)

@@ -18,10 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..phase.events import Progress
 from ..phase.facts import SkipReason
-from ..phase.final import FinalStep
 from ..phase.outcome import Attempt, PhaseOutcome
-from ..phase.prompt import PromptContext, SessionContext, prompter
-from ..phase.review import PhaseReview, Reviewer
 from ..phase.runner import PhaseRunner, RunConfig
 from ..plan import Phase
 from ..plan.graph import PlanGraph
@@ -36,8 +33,12 @@ from .lifecycle import Lifecycle
 from .resolver import Resolver
 from .run_state import RunState
 
-if TYPE_CHECKING:  # only a remote worker has one, and imports remote/ then
-    from ..remote.worker import RemoteWorker
+if TYPE_CHECKING:
+    # Only an agent CLI's phase has a prompt, only a reviewed phase a review step, only a
+    # final review its step: a run of commands imports none of them.
+    from ..phase.prompt import PromptContext, SessionContext
+    from ..phase.review import PhaseReview, Reviewer
+    from ..remote.worker import RemoteWorker  # only a remote worker has one
 
 
 class Role(enum.Enum):
@@ -129,6 +130,8 @@ class Orchestrator:
         )
         context = None
         if config.agent_cli:  # the session as the controller handed it over
+            from ..phase.prompt import SessionContext
+
             given = SessionContext(start.session_id, start.dependencies, (), start.final_findings)
             context = self.prompt_context(phase, given)
         outcome = self.runner(config, phase, context).run(phase)
@@ -144,6 +147,8 @@ class Orchestrator:
         runtime = self.resolve.runtimes[name]
         if context is None:
             return PhaseRunner(config, runtime, _no_prompt)
+        from ..phase.prompt import prompter
+
         return PhaseRunner(config, runtime, prompter(context, self.paths.log(phase.id)))
 
     def run_config(self, phase: Phase) -> RunConfig:
@@ -200,6 +205,8 @@ class Orchestrator:
     def _review_step(self, reviewer: Reviewer) -> PhaseReview:
         """A review by ``reviewer`` as this run makes every call: its budget, slots and waits."""
         ignored = (self.paths.state_dir.relative_to(self.root).as_posix() + "/",)
+        from ..phase.review import PhaseReview
+
         return PhaseReview(
             reviewer,
             self.plan,
@@ -228,6 +235,8 @@ class Orchestrator:
             return Review(reviewer.mode, reviewer.name, failure=f"cannot read the session: {why}")
         results = {pid: state.result for pid, state in doc.phases.items() if state.result}
         ask = self._review_step(reviewer)
+        from ..phase.final import FinalStep
+
         step = FinalStep.of(ask, self.root, base, self.plan_path, self.progress)
         return step(FinalRecord.from_mapping(doc.final_review), results)
 
@@ -247,6 +256,8 @@ class Orchestrator:
         """The agent, the session and what the phase's dependencies handed on: ``session``
         where the controller handed it over (a remote worker), else read from the session file
         (a worker reads it too: the controller wrote them before sending it)."""
+        from ..phase.prompt import PromptContext, SessionContext
+
         if session is None:
             session = SessionContext.read(self.plan, phase, self.paths.snapshot)
         return PromptContext(

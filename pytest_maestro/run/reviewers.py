@@ -10,14 +10,16 @@ else on the phase's, and on its own ``model:``, else, on the phase's runtime, on
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..phase.review import Reviewer
 from ..plan import Phase
 from ..review.final import FINAL_MODE, FINAL_NAME
 from ..runtimes import Runtime
 from ..runtimes.agents import Agent, AgentRegistry
 from ..settings import Settings
+
+if TYPE_CHECKING:  # a run that reviews nothing imports none of the review loop
+    from ..phase.review import Reviewer
 
 DEFAULT_REVIEWER = "reviewer"  # runtimes/builtin_agents/reviewer.md
 
@@ -76,9 +78,11 @@ class Reviewers:
         """Who reviews the phase, or None: it is not reviewed. ``refusal`` said no to any that
         cannot be reviewed before the run started."""
         mode = self.mode(phase)
+        if mode == "none":  # asked of every phase: the agent definitions are read only now
+            return None
         agent = self.agents.get(self.name)
         name = self.runtime_name(phase)
-        if mode == "none" or agent is None or name is None or name not in self.runtimes:
+        if agent is None or name is None or name not in self.runtimes:
             return None
         same = name == self.resolve.runtime_name(phase)
         model = agent.model or (self.resolve.model(phase) if same else None)
@@ -86,6 +90,8 @@ class Reviewers:
             timeout = agent.timeout_mins * 60
         else:
             timeout = phase.timeout if phase.timeout is not None else self.resolve.timeout(phase)
+        from ..phase.review import Reviewer
+
         return Reviewer(mode, agent, self.runtimes[name], model, timeout)
 
     def refusal(self, phase: Phase) -> str | None:
@@ -137,6 +143,8 @@ class Reviewers:
         model = model or agent.model or (settings.model if same else None)
         minutes = agent.timeout_mins
         timeout = minutes * 60 if minutes is not None else settings.timeout
+        from ..phase.review import Reviewer
+
         return Reviewer(FINAL_MODE, agent, self.runtimes[name], model, timeout)
 
     def final_refusal(self, phases: Sequence[Phase], where: str) -> str | None:
