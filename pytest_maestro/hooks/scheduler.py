@@ -256,8 +256,10 @@ class DependencyScheduling:
             self._stagger()
             idle.remove(node)
             self.policy.start(job, has)
-            self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
             self._send(node, job)
+            # Recorded once sent, while the phase gets going: no report of it comes before this
+            # returns, and its runner holds its start on disk before it runs anything.
+            self.maestro.phase_started(self.maestro.plan.phase(job), worker=node.gateway.id)
         self._final_review(idle)
 
     def _said(self, node: WorkerController) -> bool:
