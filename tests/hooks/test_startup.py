@@ -35,13 +35,12 @@ def test_the_plugin_imports_no_heavy_library_and_nothing_of_a_run() -> None:
     assert readers == []
 
 
-# What a worker records once it has started its first phase: every module it has imported.
+# What a worker records once it has run its phases: every module it has imported.
 RECORD_MODULES = """
 import json, os, sys
 
-def pytest_runtest_setup(item):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker and not os.path.exists("worker-modules"):
+def pytest_sessionfinish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         with open("worker-modules", "w") as out:
             json.dump(sorted(sys.modules), out)
 """
@@ -51,14 +50,15 @@ def pytest_runtest_setup(item):
 def test_a_worker_imports_neither_the_plan_readers_nor_what_it_does_not_run(
     pytester: pytest.Pytester,
 ) -> None:
-    """The controller reads the YAML plan and hands it to the worker; the worker runs a command:
-    no PyYAML, no reader, no schema, no lock library, no isolation, no scheduler, no outputs."""
+    """The controller reads the YAML plan and hands it to the worker; the worker runs commands:
+    no PyYAML, no reader, no schema, no lock library, no isolation, no scheduler, no outputs, no
+    agent definition (read with PyYAML) for phases no agent plays, none of the review loop."""
     write_plan(pytester, [phase("a", "true"), phase("b", "true", blocked_by=["a"])])
     pytester.makeconftest(RECORD_MODULES)
     result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "1")
     result.assert_outcomes(passed=2)
     imported = set(json.loads((pytester.path / "worker-modules").read_text()))
-    assert "pytest_maestro.phase.runner" in imported  # it did record a worker running a phase
+    assert "pytest_maestro.phase.runner" in imported  # it did record a worker that ran phases
     assert [name for name in HEAVY if name in imported] == []
     not_on_a_worker = {
         "pytest_maestro.plan.formats.native",  # the reader: the worker is given the plan
@@ -68,5 +68,10 @@ def test_a_worker_imports_neither_the_plan_readers_nor_what_it_does_not_run(
         "pytest_maestro.hooks.scheduler",  # the controller's
         "pytest_maestro.run.recorder",  # the session: the controller's
         "pytest_maestro.views.outputs",
+        "pytest_maestro.phase.review",  # nothing is reviewed
+        "pytest_maestro.phase.rounds",
+        "pytest_maestro.review.guard",
+        "pytest_maestro.phase.final",  # no final review
+        "pytest_maestro.phase.prompt",  # commands read no prompt
     }
     assert sorted(not_on_a_worker & imported) == []
