@@ -35,12 +35,14 @@ def test_the_plugin_imports_no_heavy_library_and_nothing_of_a_run() -> None:
     assert readers == []
 
 
-# What a worker records once it has run its phases: every module it has imported.
+# What a worker records once it has run its phases: every module it has imported. A worker is
+# told by its workerinput: PYTEST_XDIST_WORKER is also the controller's under an xdist run of
+# this suite.
 RECORD_MODULES = """
-import json, os, sys
+import json, sys
 
 def pytest_sessionfinish(session):
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(session.config, "workerinput"):
         with open("worker-modules", "w") as out:
             json.dump(sorted(sys.modules), out)
 """
