@@ -24,6 +24,11 @@ to put back), so on a disk whose flushes are slow those dominate; on a tmpfs the
 With ``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with
 the most own time are printed.
 
+Beside the wall times, the CPU seconds per item of pytest and every process it started (its
+workers, the commands), the least of ``--repeat``: where a phase's wall time grew, whether its
+work did or its waiting. The goals are on wall time. On a virtual machine whose speed drifts
+(both figures can move by a fifth between two runs of this script), compare runs side by side.
+
 Prints figures; asserts nothing.
 """
 
@@ -33,6 +38,7 @@ import argparse
 import json
 import os
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,15 +120,19 @@ class Runs:
         return workdir
 
 
-def run_pytest(workdir: Path, args: list[str], prefix: tuple[str, ...] = ()) -> float:
-    """Wall seconds of one run; a failing run is an error, not a figure."""
+def run_pytest(workdir: Path, args: list[str], prefix: tuple[str, ...] = ()) -> tuple[float, float]:
+    """Wall seconds of one run, and the CPU seconds of pytest and all it started (each process
+    waited for by its parent counts in its parent's children); a failing run is an error."""
     argv = [sys.executable, *prefix, *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}")
-    return wall
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def bash_floor(count: int = 200) -> float:
@@ -154,20 +164,29 @@ def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
     return statistics.median(costs[0]), statistics.median(costs[1])
 
 
-def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> dict[str, float]:
-    """Seconds per item of each case: best wall of ``count`` items minus best of one."""
-    best: dict[tuple[str, int], float] = {}
+def measure(
+    runs: Runs, made: list[Case], count: int, repeat: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Wall and CPU seconds per item of each case: the best of ``count`` items less the best
+    of one."""
+    best: dict[tuple[str, str, int], float] = {}
     for _ in range(repeat):
         for case in made:
             for n, files in case.files.items():
-                wall = run_pytest(runs.project(files), case.args)
-                best[case.label, n] = min(wall, best.get((case.label, n), wall))
-    return {c.label: (best[c.label, count] - best[c.label, 1]) / (count - 1) for c in made}
+                figures = run_pytest(runs.project(files), case.args)
+                for kind, value in zip(("wall", "cpu"), figures, strict=True):
+                    key = (kind, case.label, n)
+                    best[key] = min(value, best.get(key, value))
+    per_item = [
+        {c.label: (best[kind, c.label, count] - best[kind, c.label, 1]) / (count - 1) for c in made}
+        for kind in ("wall", "cpu")
+    ]
+    return per_item[0], per_item[1]
 
 
 def profile(runs: Runs, count: int, top: int) -> None:
     workdir = runs.project({"plan.json": json.dumps(phases_plan(count))})
-    wall = run_pytest(workdir, MAESTRO, ("-m", "cProfile", "-o", "out.prof"))
+    wall, _ = run_pytest(workdir, MAESTRO, ("-m", "cProfile", "-o", "out.prof"))
     print(f"\ncProfile of the {count}-phase run ({wall:.2f} s wall under cProfile)")
     pstats.Stats(str(workdir / "out.prof")).sort_stats("tottime").print_stats(top)
 
@@ -183,7 +202,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
         before = sync_costs(Path(tmp))
-        per_item = measure(runs, cases(count), count, args.repeat)
+        per_item, cpu = measure(runs, cases(count), count, args.repeat)
         after = sync_costs(Path(tmp))
         floor = bash_floor()
         print(f"ms per item, (T{count} - T1) / {count - 1}, best of {args.repeat}, in {tmp}")
@@ -205,6 +224,13 @@ def main() -> None:
                 f"{ratio:5.2f}x  <= {goal}x: {verdict}"
             )
         print("(chain: each phase blocked by the one before, against plain pytest without -n)")
+        print(f"\nCPU ms per item of pytest and all it started, least of {args.repeat}")
+        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}")
+        for label, plain, maestro in rows:
+            print(
+                f"{label:20} {cpu[plain] * 1000:7.2f} {cpu[maestro] * 1000:8.2f} "
+                f"{cpu[maestro] / cpu[plain]:5.2f}x"
+            )
         if args.profile:
             profile(runs, count, args.profile)
 
