@@ -14,7 +14,7 @@ from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
 from pytest_maestro.scheduling.pool import Pool, WorkerTools
 from pytest_maestro.scheduling.simulation import simulate
 
-from .test_policy import ancestors, clash, job, plans
+from .test_policy import ancestors, assert_no_clash_overlaps, job, plans
 
 PolicyClass = Callable[[Sequence[Job], int], Policy]
 POLICIES = [DagPolicy, WavePolicy]
@@ -109,12 +109,7 @@ def test_a_mixed_pool_runs_every_job_some_worker_can_on_one_that_can(
             assert j.needs <= pool[slots[j.id].worker]
             for dep in j.deps & slots.keys():
                 assert slots[dep].finish <= slots[j.id].start
-    ran = [j for j in jobs if j.id in slots]
-    for index, a in enumerate(ran):
-        for b in ran[index + 1 :]:
-            if clash(a, b):
-                sa, sb = slots[a.id], slots[b.id]
-                assert sa.finish <= sb.start or sb.finish <= sa.start, (a, b)
+    assert_no_clash_overlaps(jobs, slots)
 
 
 # --- the pool: what workers said, and a job none of them can run -------------------------------

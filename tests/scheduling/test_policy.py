@@ -5,14 +5,14 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.scheduling.policy import DagPolicy, Job, Policy, WavePolicy
-from pytest_maestro.scheduling.simulation import Schedule, lower_bound, simulate
+from pytest_maestro.scheduling.simulation import Schedule, Slot, lower_bound, simulate
 
 PolicyClass = Callable[[Sequence[Job], int], Policy]
 
@@ -338,6 +338,16 @@ def clash(a: Job, b: Job) -> bool:
     return files or a.exclusive or b.exclusive
 
 
+def assert_no_clash_overlaps(jobs: Sequence[Job], slots: Mapping[str, Slot]) -> None:
+    """No two jobs that ran and may never overlap (``clash``) ran at once."""
+    ran = [j for j in jobs if j.id in slots]
+    for index, a in enumerate(ran):
+        for b in ran[index + 1 :]:
+            if clash(a, b):
+                sa, sb = slots[a.id], slots[b.id]
+                assert sa.finish <= sb.start or sb.finish <= sa.start, (a, b)
+
+
 def ancestors(jobs: Sequence[Job]) -> dict[str, set[str]]:
     by_id = {j.id: j for j in jobs}
     found: dict[str, set[str]] = {}
@@ -370,12 +380,7 @@ def check_schedule(
             continue
         for dep in j.deps & slots.keys():
             assert slots[dep].finish <= slots[j.id].start, (dep, j.id)
-    ran = [j for j in jobs if j.id in slots]
-    for index, a in enumerate(ran):
-        for b in ran[index + 1 :]:
-            if clash(a, b):
-                sa, sb = slots[a.id], slots[b.id]
-                assert sa.finish <= sb.start or sb.finish <= sa.start, (a, b)
+    assert_no_clash_overlaps(jobs, slots)
     for slot in slots.values():
         at_once = sum(s.start <= slot.start < s.finish for s in slots.values())
         assert at_once <= limit
