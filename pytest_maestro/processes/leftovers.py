@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..state.journal import fsync_dir
-from ..state.paths import RECORD_SUFFIX
+from ..state.paths import RECORD_SUFFIX, SPARE_SUFFIX
 from .reaping import children, descendants, process, processes, reap
 
 # -- what a killed run left running ------------------------------------------------------------
@@ -65,6 +65,7 @@ class RunningRecord:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.spare = spare_log(path)
         self._end = 0  # where the next group line goes
         flags = os.O_RDWR | os.O_CREAT
         try:
@@ -169,6 +170,11 @@ class LeftRunning:
     path: Path
     phase: str | None
     groups: tuple[str, ...]  # "[s]ID [STARTED_AFTER STARTED_BEFORE]"
+
+
+def spare_log(record: Path) -> Path:
+    """Where the process of the running record ``record`` makes its next log ahead."""
+    return record.with_suffix(SPARE_SUFFIX)
 
 
 def read_running_record(path: Path) -> LeftRunning:

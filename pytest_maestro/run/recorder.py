@@ -16,7 +16,7 @@ from ..phase.facts import PhaseFacts, SkipKind
 from ..phase.loop_record import LoopRecord, LoopRecordError, drop, left_off
 from ..plan import Files, Phase, Plan
 from ..plan.graph import PlanGraph
-from ..processes.leftovers import end_groups, read_running_record
+from ..processes.leftovers import end_groups, read_running_record, spare_log
 from ..state import (
     Interrupted,
     PhaseChange,
@@ -83,6 +83,7 @@ class Recorder:
         # Dropped only now: a run killed before this point reads them again.
         for record in left:
             record.path.unlink(missing_ok=True)
+            spare_log(record.path).unlink(missing_ok=True)
         if left:
             fsync_dir(paths.logs)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..plan.model import Plan
 
 RECORD_SUFFIX = ".running"  # a running record: ``logs/<session>.<pid>.running``
+SPARE_SUFFIX = ".spare"  # beside it, the file its process's next log will be (``processes``)
 SUMMARY = "summary.json"  # the last run's summary, whichever plan it ran
 PACING = "pacing.json"
 FOLDERS = ("logs", "preimages", "replaced", "worktrees", "kept", "archive")
