@@ -47,7 +47,8 @@ def format_time(moment: datetime) -> str:
 
 
 def now() -> str:
-    return format_time(datetime.now(timezone.utc))
+    """``format_time`` of now, without its conversion: already in UTC."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def as_time(value: object) -> str | None:

@@ -4,6 +4,7 @@ restore replaces, worktrees, kept work, the archive). See docs/architecture.md, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import os
@@ -155,6 +156,7 @@ class SessionPaths:
 _REPLACED = itertools.count(1)  # replaced names within one process
 
 
+@functools.lru_cache(maxsize=4096)  # every phase's files are named from it, several a phase
 def file_stem(phase_id: str) -> str:
     """A file name for a phase's log and pre-images: its id where that is safe, else a safe
     form with a short hash, so distinct ids never share a file (``a b``, ``a_b``, ``a/b``)."""

@@ -125,5 +125,19 @@ _AGENT_STATUS = {
 }
 
 
+# json's compact encoder is its C one; given an indent it encodes in Python, ten times slower.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
 def summary_json(run: RunView) -> str:
-    return json.dumps(summary_dict(run), indent=2, ensure_ascii=False) + "\n"
+    """One line per key, and per item of a list (an agent, a phase): a run's end writes it,
+    however many thousand phases the plan has, with the compact encoder."""
+    lines = []
+    for key, value in summary_dict(run).items():
+        head = f"  {_COMPACT.encode(key)}: "
+        if isinstance(value, list) and value:
+            items = ",\n".join(f"    {_COMPACT.encode(item)}" for item in value)
+            lines.append(f"{head}[\n{items}\n  ]")
+        else:
+            lines.append(head + _COMPACT.encode(value))
+    return "{\n" + ",\n".join(lines) + "\n}\n"

@@ -14,6 +14,8 @@ import pytest
 
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status
 from pytest_maestro.views.outputs import MERMAID_LIMIT, STEP_SUMMARY_LIMIT, write_outputs
+from pytest_maestro.views.rows import view
+from pytest_maestro.views.summary import summary_dict, summary_json
 
 from ..helpers import phase, write_plan
 
@@ -212,3 +214,17 @@ def test_a_step_summary_keeps_the_diagrams_that_render(tmp_path: Path) -> None:
     text = step.read_text()
     assert text.count("```mermaid") == 2 and "left out" not in text
     assert all(len(block) < MERMAID_LIMIT for block in re.findall(r"```mermaid.*?```", text, re.S))
+
+
+def test_the_summary_says_what_summary_dict_says_a_line_per_phase(tmp_path: Path) -> None:
+    doc = _big_session(30)
+    doc.phases["phase-00003"] = PhaseState("phase-00003", 'a "quoted" näme\nover two lines')
+    run = view(doc, T0 + timedelta(hours=1), doc.phases, done=["phase-00001"])
+    text = summary_json(run)
+    assert json.loads(text) == json.loads(json.dumps(summary_dict(run)))
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}"
+    phases = [line for line in lines if line.startswith('    {"id": "phase-')]
+    assert len(phases) == 30  # each phase on a line of its own, whole
+    assert all(json.loads(line.rstrip(",")) for line in phases)
+    assert "näme" in text  # as written, not escaped
