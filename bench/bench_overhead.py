@@ -1,6 +1,6 @@
 """Cost per phase beside a plain pytest item running the same command, in one run of this script.
 
-    python bench/bench_overhead.py [--phases 500] [--repeat 3] [--dir DIR] [--profile 25]
+    python bench/bench_overhead.py [--phases 500] [--repeat 5] [--dir DIR] [--profile 25]
 
 Each case runs pytest on ``--phases`` items and on one, each in a fresh temporary directory (the
 session state would otherwise resume the phases as completed); the difference per item is what
@@ -16,18 +16,21 @@ one item costs, start-up excluded:
 Each case runs without ``-n`` and with ``-n 2``; the ratio is maestro's cost per phase over plain
 pytest's per item (goals: at most 1.5 without ``-n``, 1.7 under ``-n 2``, 2 for a chain hop; a
 ratio over its goal is printed as such). The cases take turns within each repetition, so they see
-the same machine; each figure is the best of ``--repeat``. Printed beside them: one ``bash -c
-true`` from Python, the floor of both, and what one sync of an append and of an overwrite cost on
-the file system of ``--dir`` (default: the system's temporary directory), where the runs write:
-pytest-maestro syncs once per phase (its end, before the report; its start too when it has files
-to put back), so on a disk whose flushes are slow those dominate; on a tmpfs they cost nothing.
-With ``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with
-the most own time are printed.
+the same machine, and a ratio is taken within a repetition, of runs made side by side: on a
+virtual machine whose speed drifts (by a fifth within minutes), the best of each case apart would
+pair one's fast moment with the other's slow one. Start-up is the median of a case's runs of
+one. Printed: the median over ``--repeat`` repetitions of each figure and of the ratio, and the
+range of the ratio. Printed beside them:
+one ``bash -c true`` from Python, the floor of both, and what one sync of an append and of an
+overwrite cost on the file system of ``--dir`` (default: the system's temporary directory), where
+the runs write: pytest-maestro syncs once per phase (its end, before the report; its start too
+when it has files to put back), so on a disk whose flushes are slow those dominate; on a tmpfs
+they cost nothing. With ``--profile``, the maestro run without ``-n`` also runs under cProfile
+and the functions with the most own time are printed.
 
 Beside the wall times, the CPU seconds per item of pytest and every process it started (its
-workers, the commands), the least of ``--repeat``: where a phase's wall time grew, whether its
-work did or its waiting. The goals are on wall time. On a virtual machine whose speed drifts
-(both figures can move by a fifth between two runs of this script), compare runs side by side.
+workers, the commands), taken the same way: where a phase's wall time grew, whether its work did
+or its waiting. The goals are on wall time. To compare two versions, run both side by side.
 
 Prints figures; asserts nothing.
 """
@@ -164,24 +167,33 @@ def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
     return statistics.median(costs[0]), statistics.median(costs[1])
 
 
-def measure(
-    runs: Runs, made: list[Case], count: int, repeat: int
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Wall and CPU seconds per item of each case: the best of ``count`` items less the best
-    of one."""
-    best: dict[tuple[str, str, int], float] = {}
+Figures = dict[str, list[float]]  # case -> seconds per item, one figure per repetition
+
+
+def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> tuple[Figures, Figures]:
+    """Wall and CPU seconds per item of each case in each repetition: its run of ``count`` items
+    less the median of its runs of one. A run of one is start-up, whose outliers (a slow start of
+    the xdist workers, a second late) would swing a repetition's figure by a millisecond an item."""
+    runs_of: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _ in range(repeat):
         for case in made:
-            for n, files in case.files.items():
-                figures = run_pytest(runs.project(files), case.args)
-                for kind, value in zip(("wall", "cpu"), figures, strict=True):
-                    key = (kind, case.label, n)
-                    best[key] = min(value, best.get(key, value))
-    per_item = [
-        {c.label: (best[kind, c.label, count] - best[kind, c.label, 1]) / (count - 1) for c in made}
-        for kind in ("wall", "cpu")
-    ]
-    return per_item[0], per_item[1]
+            for n in (1, count):
+                figures = run_pytest(runs.project(case.files[n]), case.args)
+                runs_of.setdefault((case.label, n), []).append(figures)
+    wall: Figures = {}
+    cpu: Figures = {}
+    for case in made:
+        ones, many = runs_of[case.label, 1], runs_of[case.label, count]
+        for kind, into in ((0, wall), (1, cpu)):
+            start = statistics.median(one[kind] for one in ones)
+            into[case.label] = [(run[kind] - start) / (count - 1) for run in many]
+    return wall, cpu
+
+
+def ratios(figures: Figures, maestro: str, plain: str) -> list[float]:
+    """Maestro's figure over plain's, repetition by repetition: two runs made minutes apart on
+    a machine whose speed drifts are not compared, only runs made side by side."""
+    return [m / p for m, p in zip(figures[maestro], figures[plain], strict=True)]
 
 
 def profile(runs: Runs, count: int, top: int) -> None:
@@ -194,7 +206,7 @@ def profile(runs: Runs, count: int, top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phases", type=int, default=500)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="where the runs write")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
     args = parser.parse_args()
@@ -202,35 +214,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
         before = sync_costs(Path(tmp))
-        per_item, cpu = measure(runs, cases(count), count, args.repeat)
+        wall, cpu = measure(runs, cases(count), count, args.repeat)
         after = sync_costs(Path(tmp))
         floor = bash_floor()
-        print(f"ms per item, (T{count} - T1) / {count - 1}, best of {args.repeat}, in {tmp}")
+        print(f"ms per item, (T{count} - T1) / {count - 1}, median of {args.repeat}, in {tmp}")
         print(f"one bash -c true from Python: {floor * 1000:.2f} ms (the floor)")
         print(
             f"one write + fdatasync there, before / after the runs: appended "
             f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
             f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
         )
-        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  goal")
-        rows = (("no -n", "plain", "maestro"), ("-n 2", "plain -n 2", "maestro -n 2"))
-        rows += (("chain -n 2", "plain", "maestro chain -n 2"),)
-        for label, plain, maestro in rows:
-            ratio = per_item[maestro] / per_item[plain]
-            goal = GOALS[label]
-            verdict = "meets" if ratio <= goal else "OVER its goal"
-            print(
-                f"{label:20} {per_item[plain] * 1000:7.2f} {per_item[maestro] * 1000:8.2f} "
-                f"{ratio:5.2f}x  <= {goal}x: {verdict}"
-            )
+        rows = (
+            ("no -n", "plain", "maestro"),
+            ("-n 2", "plain -n 2", "maestro -n 2"),
+            ("chain -n 2", "plain", "maestro chain -n 2"),
+        )
+        for kind, figures in (("wall", wall), ("CPU", cpu)):
+            if kind == "CPU":
+                print("\nCPU ms per item of pytest and all it started (goals are on wall time)")
+            print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  {'range':>11}  goal")
+            for label, plain, maestro in rows:
+                each = ratios(figures, maestro, plain)
+                ratio, goal = statistics.median(each), GOALS[label]
+                verdict = "meets" if ratio <= goal else "OVER its goal"
+                print(
+                    f"{label:20} {statistics.median(figures[plain]) * 1000:7.2f} "
+                    f"{statistics.median(figures[maestro]) * 1000:8.2f} {ratio:5.2f}x  "
+                    f"{min(each):4.2f}-{max(each):4.2f}x"
+                    + (f"  <= {goal}x: {verdict}" if kind == "wall" else "")
+                )
         print("(chain: each phase blocked by the one before, against plain pytest without -n)")
-        print(f"\nCPU ms per item of pytest and all it started, least of {args.repeat}")
-        print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}")
-        for label, plain, maestro in rows:
-            print(
-                f"{label:20} {cpu[plain] * 1000:7.2f} {cpu[maestro] * 1000:8.2f} "
-                f"{cpu[maestro] / cpu[plain]:5.2f}x"
-            )
         if args.profile:
             profile(runs, count, args.profile)
 
