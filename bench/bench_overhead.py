@@ -20,13 +20,14 @@ the same machine, and a ratio is taken within a repetition, of runs made side by
 virtual machine whose speed drifts (by a fifth within minutes), the best of each case apart would
 pair one's fast moment with the other's slow one. Start-up is the median of a case's runs of
 one. Printed: the median over ``--repeat`` repetitions of each figure and of the ratio, and the
-range of the ratio. Printed beside them:
-one ``bash -c true`` from Python, the floor of both, and what one sync of an append and of an
-overwrite cost on the file system of ``--dir`` (default: the system's temporary directory), where
-the runs write: pytest-maestro syncs once per phase (its end, before the report; its start too
-when it has files to put back), so on a disk whose flushes are slow those dominate; on a tmpfs
-they cost nothing. With ``--profile``, the maestro run without ``-n`` also runs under cProfile
-and the functions with the most own time are printed.
+range of the ratio.
+
+Printed beside them: one ``bash -c true`` from Python, the floor of both, and what one sync of an
+append and of an overwrite cost on the file system of ``--dir`` (default: the system's temporary
+directory), where the runs write: pytest-maestro syncs once per phase (its end, before the report;
+its start too when it has files to put back), so on a disk whose flushes are slow those dominate;
+on a tmpfs they cost nothing. With ``--profile``, the maestro run without ``-n`` also runs under
+cProfile and the functions with the most own time are printed.
 
 Beside the wall times, the CPU seconds per item of pytest and every process it started (its
 workers, the commands), taken the same way: where a phase's wall time grew, whether its work did
@@ -232,7 +233,8 @@ def main() -> None:
         for kind, figures in (("wall", wall), ("CPU", cpu)):
             if kind == "CPU":
                 print("\nCPU ms per item of pytest and all it started (goals are on wall time)")
-            print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  {'range':>11}  goal")
+            goal_head = "  goal" if kind == "wall" else ""
+            print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  {'range':>11}{goal_head}")
             for label, plain, maestro in rows:
                 each = ratios(figures, maestro, plain)
                 ratio, goal = statistics.median(each), GOALS[label]
