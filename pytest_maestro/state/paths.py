@@ -106,7 +106,26 @@ class SessionPaths:
     # -- a phase's files -----------------------------------------------------------------------
 
     def log(self, phase_id: str) -> Path:
-        return self.logs / f"{file_stem(phase_id)}.log"
+        return self._phase_file(phase_id, ".log")
+
+    @functools.cached_property
+    def _named(self) -> dict[tuple[str, str], Path]:
+        """The files of the phases running now, named once: each is asked for several times a
+        phase, and joining a ``Path`` costs microseconds."""
+        return {}
+
+    def _phase_file(self, phase_id: str, suffix: str) -> Path:
+        path = self._named.get((phase_id, suffix))
+        if path is None:
+            if len(self._named) >= _NAMED:
+                self._named.clear()
+            stem = file_stem(phase_id)
+            if suffix == ".log":
+                path = self.logs / f"{stem}.log"
+            else:  # named after the session too: two plans that run at once may share ids
+                path = self.preimages / f"{self.name}.{stem}{suffix}"
+            self._named[phase_id, suffix] = path
+        return path
 
     @property
     def preimages(self) -> Path:
@@ -115,12 +134,12 @@ class SessionPaths:
     def preimage(self, phase_id: str) -> Path:
         """Where a phase's declared files are kept as they were before its first attempt: named
         after the session too, since two plans that run at once in one root may share ids."""
-        return self.preimages / f"{self.name}.{file_stem(phase_id)}.tar"
+        return self._phase_file(phase_id, ".tar")
 
     def loop_record(self, phase_id: str) -> Path:
         """Where a reviewed phase's loop stood after its last review (``phase/loop_record.py``):
         beside its pre-images, which it needs and with which it goes."""
-        return self.preimages / f"{self.name}.{file_stem(phase_id)}.loop.json"
+        return self._phase_file(phase_id, ".loop.json")
 
     def kept_preimage(self, phase_id: str) -> Path:
         """Where a phase's pre-images go when they could not be put back: a name no run reuses,
@@ -153,6 +172,7 @@ class SessionPaths:
         ]
 
 
+_NAMED = 256  # phase files ``SessionPaths`` keeps named: those of the phases running now
 _REPLACED = itertools.count(1)  # replaced names within one process
 
 
