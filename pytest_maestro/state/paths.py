@@ -108,23 +108,18 @@ class SessionPaths:
     def log(self, phase_id: str) -> Path:
         return self._phase_file(phase_id, ".log")
 
-    @functools.cached_property
-    def _named(self) -> dict[tuple[str, str], Path]:
-        """The files of the phases running now, named once: each is asked for several times a
-        phase, and joining a ``Path`` costs microseconds."""
-        return {}
-
     def _phase_file(self, phase_id: str, suffix: str) -> Path:
-        path = self._named.get((phase_id, suffix))
+        key = (self.state_dir, self.name, phase_id, suffix)
+        path = _NAMED.get(key)
         if path is None:
-            if len(self._named) >= _NAMED:
-                self._named.clear()
+            if len(_NAMED) >= _NAMED_MAX:
+                _NAMED.clear()
             stem = file_stem(phase_id)
             if suffix == ".log":
                 path = self.logs / f"{stem}.log"
             else:  # named after the session too: two plans that run at once may share ids
                 path = self.preimages / f"{self.name}.{stem}{suffix}"
-            self._named[phase_id, suffix] = path
+            _NAMED[key] = path
         return path
 
     @property
@@ -172,7 +167,10 @@ class SessionPaths:
         ]
 
 
-_NAMED = 256  # phase files ``SessionPaths`` keeps named: those of the phases running now
+# The files of the phases running now, named once: each is asked for several times a phase, by
+# the runner and the recorder, and joining a ``Path`` costs microseconds.
+_NAMED: dict[tuple[Path, str, str, str], Path] = {}
+_NAMED_MAX = 256
 _REPLACED = itertools.count(1)  # replaced names within one process
 
 
