@@ -127,7 +127,10 @@ class Runs:
 def run_pytest(workdir: Path, args: list[str], prefix: tuple[str, ...] = ()) -> tuple[float, float]:
     """Wall seconds of one run, and the CPU seconds of pytest and all it started (each process
     waited for by its parent counts in its parent's children); a failing run is an error."""
-    argv = [sys.executable, *prefix, *args]
+    # A basetemp of its own: under -n, xdist makes pytest number one in the system's temporary
+    # directory, and the run that makes it also deletes the oldest there, however big (a test
+    # suite's): seconds that land in whichever case's run it is.
+    argv = [sys.executable, *prefix, *args, f"--basetemp={workdir / 'basetemp'}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True)
