@@ -1,6 +1,7 @@
 """Cost per phase beside a plain pytest item running the same command, in one run of this script.
 
     python bench/bench_overhead.py [--phases 500] [--repeat 5] [--dir DIR] [--profile 25]
+        [--package DIR]
 
 Each case runs pytest on ``--phases`` items and on one, each in a fresh temporary directory (the
 session state would otherwise resume the phases as completed); the difference per item is what
@@ -33,6 +34,10 @@ Beside the wall times, the CPU seconds per item of pytest and every process it s
 workers, the commands), taken the same way: where a phase's wall time grew, whether its work did
 or its waiting. The goals are on wall time. To compare two versions, run both side by side.
 
+``--package DIR`` runs each maestro case a second time, right after the first, with another
+checkout's ``pytest_maestro`` first on PYTHONPATH (rows marked ``(pkg)``): a before and after
+measured side by side.
+
 Prints figures; asserts nothing.
 """
 
@@ -48,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from plans import PlanDict
@@ -58,6 +63,7 @@ MAESTRO = ["-m", "pytest", "--maestro", "plan.json", *QUIET]
 PLAIN = ["-m", "pytest", "test_plain.py", *QUIET]
 # Goals of each row, as issue 21 sets them: maestro's cost per phase over plain pytest's per item.
 GOALS = {"no -n": 1.5, "-n 2": 1.7, "chain -n 2": 2.0}
+BEFORE = "(pkg)"  # the label of a case run with ``--package``
 
 
 def phases_plan(count: int, chain: bool = False) -> PlanDict:
@@ -87,9 +93,10 @@ class Case:
     label: str
     files: dict[int, dict[str, str]]  # items -> the files of a run with that many
     args: list[str]
+    package: Path | None = None  # another checkout whose pytest_maestro runs (``--package``)
 
 
-def cases(count: int) -> list[Case]:
+def cases(count: int, package: Path | None = None) -> list[Case]:
     def plain(n: int) -> dict[str, str]:
         return {"test_plain.py": plain_tests(n)}
 
@@ -104,6 +111,10 @@ def cases(count: int) -> list[Case]:
         made.append(Case(f"maestro{suffix}", {n: plan(n) for n in sizes}, MAESTRO + workers))
     chain = {n: plan(n, chain=True) for n in sizes}
     made.append(Case("maestro chain -n 2", chain, [*MAESTRO, "-n", "2"]))
+    if package is not None:  # each maestro case again, right after, with the other checkout
+        twins = [replace(c, label=f"{c.label} {BEFORE}", package=package) for c in made]
+        made = [c for case, twin in zip(made, twins, strict=True) for c in (case, twin)]
+        made = [c for c in made if not (c.package and c.label.startswith("plain"))]
     return made
 
 
@@ -124,16 +135,22 @@ class Runs:
         return workdir
 
 
-def run_pytest(workdir: Path, args: list[str], prefix: tuple[str, ...] = ()) -> tuple[float, float]:
+def run_pytest(
+    workdir: Path, args: list[str], prefix: tuple[str, ...] = (), package: Path | None = None
+) -> tuple[float, float]:
     """Wall seconds of one run, and the CPU seconds of pytest and all it started (each process
-    waited for by its parent counts in its parent's children); a failing run is an error."""
+    waited for by its parent counts in its parent's children); a failing run is an error.
+    ``package``: the checkout whose pytest_maestro runs, first on PYTHONPATH."""
+    env = dict(os.environ)
+    if package is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), env.get("PYTHONPATH")]))
     # A basetemp of its own: under -n, xdist makes pytest number one in the system's temporary
     # directory, and the run that makes it also deletes the oldest there, however big (a test
     # suite's): seconds that land in whichever case's run it is.
     argv = [sys.executable, *prefix, *args, f"--basetemp={workdir / 'basetemp'}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -182,7 +199,7 @@ def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> tuple[Figu
     for _ in range(repeat):
         for case in made:
             for n in (1, count):
-                figures = run_pytest(runs.project(case.files[n]), case.args)
+                figures = run_pytest(runs.project(case.files[n]), case.args, (), case.package)
                 runs_of.setdefault((case.label, n), []).append(figures)
     wall: Figures = {}
     cpu: Figures = {}
@@ -213,12 +230,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="where the runs write")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    parser.add_argument(
+        "--package", type=Path, default=None, help="another checkout to run beside this one"
+    )
     args = parser.parse_args()
     count = args.phases
     with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
         before = sync_costs(Path(tmp))
-        wall, cpu = measure(runs, cases(count), count, args.repeat)
+        wall, cpu = measure(runs, cases(count, args.package), count, args.repeat)
         after = sync_costs(Path(tmp))
         floor = bash_floor()
         print(f"ms per item, (T{count} - T1) / {count - 1}, median of {args.repeat}, in {tmp}")
@@ -228,11 +248,17 @@ def main() -> None:
             f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
             f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
         )
-        rows = (
+        rows: list[tuple[str, str, str]] = []
+        for row in (
             ("no -n", "plain", "maestro"),
             ("-n 2", "plain -n 2", "maestro -n 2"),
             ("chain -n 2", "plain", "maestro chain -n 2"),
-        )
+        ):
+            rows.append(row)
+            if args.package is not None:
+                rows.append((f"{row[0]} {BEFORE}", row[1], f"{row[2]} {BEFORE}"))
+        if args.package is not None:
+            print(f"{BEFORE}: pytest_maestro of {args.package}, run right after each case")
         for kind, figures in (("wall", wall), ("CPU", cpu)):
             if kind == "CPU":
                 print("\nCPU ms per item of pytest and all it started (goals are on wall time)")
@@ -240,7 +266,7 @@ def main() -> None:
             print(f"{'':20} {'plain':>7} {'maestro':>8} {'ratio':>6}  {'range':>11}{goal_head}")
             for label, plain, maestro in rows:
                 each = ratios(figures, maestro, plain)
-                ratio, goal = statistics.median(each), GOALS[label]
+                ratio, goal = statistics.median(each), GOALS[label.removesuffix(f" {BEFORE}")]
                 verdict = "meets" if ratio <= goal else "OVER its goal"
                 print(
                     f"{label:20} {statistics.median(figures[plain]) * 1000:7.2f} "
