@@ -111,11 +111,14 @@ def cases(count: int, package: Path | None = None) -> list[Case]:
         made.append(Case(f"maestro{suffix}", {n: plan(n) for n in sizes}, MAESTRO + workers))
     chain = {n: plan(n, chain=True) for n in sizes}
     made.append(Case("maestro chain -n 2", chain, [*MAESTRO, "-n", "2"]))
-    if package is not None:  # each maestro case again, right after, with the other checkout
-        twins = [replace(c, label=f"{c.label} {BEFORE}", package=package) for c in made]
-        made = [c for case, twin in zip(made, twins, strict=True) for c in (case, twin)]
-        made = [c for c in made if not (c.package and c.label.startswith("plain"))]
-    return made
+    if package is None:
+        return made
+    with_twins: list[Case] = []
+    for case in made:  # each maestro case again, right after, with the other checkout
+        with_twins.append(case)
+        if case.label.startswith("maestro"):
+            with_twins.append(replace(case, label=f"{case.label} {BEFORE}", package=package))
+    return with_twins
 
 
 class Runs:

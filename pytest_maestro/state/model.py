@@ -47,8 +47,7 @@ def format_time(moment: datetime) -> str:
 
 
 def now() -> str:
-    """``format_time`` of now, without its conversion: already in UTC."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")[:-6] + "Z"
+    return format_time(datetime.now(timezone.utc))
 
 
 def as_time(value: object) -> str | None:
