@@ -245,6 +245,22 @@ class PhaseState:
         }
 
 
+_PHASE_FIELDS = frozenset(PhaseState.__dataclass_fields__)
+
+
+def evolve(state: PhaseState, changes: Mapping[str, Any]) -> PhaseState:
+    """``dataclasses.replace`` for changes already of their fields' types (a journal entry's,
+    read through ``Fields``): the fields copied, without ``replace``'s pass over each field and
+    ``__init__``; a tenth of its cost, on every transition of every phase."""
+    unknown = changes.keys() - _PHASE_FIELDS
+    if unknown:
+        raise TypeError(f"PhaseState has no fields {sorted(unknown)}")
+    new = object.__new__(PhaseState)
+    new.__dict__.update(state.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 @dataclass
 class SessionDoc:
     """The whole session: mutable, owned by the one process that holds the lock."""

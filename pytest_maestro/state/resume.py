@@ -6,13 +6,13 @@ import dataclasses
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan.graph import PlanGraph
 from ..plan.model import Files, Phase, Plan
 from .journal import read_session, replay, reset_phase
-from .model import PhaseState, SessionDoc, Status, now
+from .model import PhaseState, SessionDoc, Status, evolve, now
 from .paths import SessionPaths
 
 # Fields that say how or when a phase runs, not what it does: editing them keeps it completed.
@@ -34,14 +34,25 @@ class Interrupted:
     files: Files
 
 
+def _defaults() -> tuple[tuple[str, object], ...]:
+    """Each field of a phase's definition, with its default."""
+    return tuple(
+        (f.name, f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(Phase)
+        if f.name not in _NOT_DEFINITION
+    )
+
+
+_DEFINITION = _defaults()
+
+
 def _own_fingerprint(phase: Phase) -> str:
     fields = {}
-    for f in dataclasses.fields(phase):
-        value = getattr(phase, f.name)
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for name, default in _DEFINITION:
+        value = getattr(phase, name)
         # Default values are left out so that a field added to Phase later changes no fingerprint.
-        if f.name not in _NOT_DEFINITION and value != default:
-            fields[f.name] = value
+        if value != default:
+            fields[name] = value
     text = json.dumps(fields, sort_keys=True, default=lambda v: dataclasses.asdict(v))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -79,13 +90,14 @@ def reconcile(doc: SessionDoc, graph: PlanGraph) -> tuple[list[Interrupted], lis
     for phase in plan.phases:
         agents = (phase.agent,) if phase.agent else ()
         old = doc.phases.get(phase.id) or PhaseState(phase.id, phase.name)
-        state = replace(
-            old,
-            name=phase.name,
-            agents=tuple(dict.fromkeys((*agents, *old.agents))),
-            parallel=phase.parallel,
-            blocked_by=phase.blocked_by,
-        )
+        fitted = {
+            "name": phase.name,
+            "agents": tuple(dict.fromkeys((*agents, *old.agents))),
+            "parallel": phase.parallel,
+            "blocked_by": phase.blocked_by,
+            "definition": prints[phase.id],
+        }
+        state = evolve(old, fitted)
         if old.status is Status.IN_PROGRESS:
             interrupted.append(Interrupted(phase.id, phase.files))
             state = reset_phase(state, INTERRUPTED, at)
@@ -93,6 +105,6 @@ def reconcile(doc: SessionDoc, graph: PlanGraph) -> tuple[list[Interrupted], lis
             # A session without fingerprints (Maestro's) is taken as it is.
             changed.append(phase.id)
             state = reset_phase(state, CHANGED, at)
-        phases[phase.id] = replace(state, definition=prints[phase.id])
+        phases[phase.id] = state
     doc.phases = phases
     return interrupted, changed

@@ -48,11 +48,11 @@ def write_outputs(
     """``account_wait``: seconds the run's phases waited for the account (rate limits, slots)."""
     run = view(doc, datetime.now(timezone.utc), order, done)
     run = replace(run, account_wait=account_wait)
-    text = run_report.render(run)
     problems: list[str] = []
     summary = _write(summary_path, summary_json(run), problems, "summary")
     written = None
-    if report is not None:
+    if report is not None:  # rendered only to be written: it costs O(phases)
+        text = run_report.render(run)
         written = _write(report, f"{REPORT_MARKER}\n{text}", problems, "report")
     step = env.get("GITHUB_STEP_SUMMARY", "").strip()
     step_path = _append_bounded(Path(step), run, problems) if step else None
