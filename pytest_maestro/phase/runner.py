@@ -20,7 +20,7 @@ from ..git import changed_files, changed_since
 from ..isolation import IsolationError
 from ..plan import Phase, Plan
 from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
-from ..processes.process import LOG_LIMIT, PhaseLog, run_process
+from ..processes.process import LOG_LIMIT, PhaseLog, environment, run_process
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
 from ..state.model import Status
@@ -289,7 +289,7 @@ class PhaseRunner:
     def env(self, phase: Phase, attempt: int) -> dict[str, str]:
         if self._base_env is None:  # copying os.environ is not free: once, not at every attempt
             self._base_env = {
-                **os.environ,
+                **environment(),
                 "MAESTRO_PLAN": str(self.config.plan_path or self.config.plan.path.resolve()),
                 "MAESTRO_ROOT": str(self.root),
                 "MAESTRO_PROJECT_ROOT": str(self.config.root),

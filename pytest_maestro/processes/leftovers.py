@@ -5,6 +5,7 @@ token in an agent CLI's environment, which a killed run leaves for the next one 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -172,6 +173,7 @@ class LeftRunning:
     groups: tuple[str, ...]  # "[s]ID [STARTED_AFTER STARTED_BEFORE]"
 
 
+@functools.lru_cache(maxsize=16)  # its process asks at every phase
 def spare_log(record: Path) -> Path:
     """Where the process of the running record ``record`` makes its next log ahead."""
     return record.with_suffix(SPARE_SUFFIX)

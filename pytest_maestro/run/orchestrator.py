@@ -169,7 +169,7 @@ class Orchestrator:
             strict_files=self.settings.strict_files,
             max_wait=self.settings.max_wait,
             budget=self.life.budget,
-            ignored=(self.paths.state_dir.relative_to(self.root).as_posix() + "/",),
+            ignored=self._ignored,
             # In a worktree of its own, no change is another phase's.
             concurrent_files=self.concurrent_files(phase)
             if agent_cli and self.life.isolation is None
@@ -183,6 +183,11 @@ class Orchestrator:
             # What a loop record a killed run left must match, for a reviewed phase only.
             definition=self.definitions[phase.id] if review is not None else "",
         )
+
+    @functools.cached_property
+    def _ignored(self) -> tuple[str, ...]:
+        """What a phase's changes never include: the state dir, relative to the root."""
+        return (self.paths.state_dir.relative_to(self.root).as_posix() + "/",)
 
     @functools.cached_property
     def definitions(self) -> dict[str, str]:

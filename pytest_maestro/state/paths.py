@@ -85,7 +85,7 @@ class SessionPaths:
     def archive(self) -> Path:
         return self.state_dir / "archive"
 
-    @property
+    @functools.cached_property  # asked for at every phase
     def logs(self) -> Path:
         return self.state_dir / "logs"
 
@@ -122,7 +122,7 @@ class SessionPaths:
             _NAMED[key] = path
         return path
 
-    @property
+    @functools.cached_property  # asked for at every phase
     def preimages(self) -> Path:
         return self.state_dir / "preimages"
 
@@ -154,7 +154,7 @@ class SessionPaths:
 
     def running_record(self, pid: int) -> Path:
         """The record of process ``pid`` running phases of this session."""
-        return self.logs / f"{self.name}.{pid}{RECORD_SUFFIX}"
+        return _record(self.logs, self.name, pid)
 
     def running_records(self) -> list[Path]:
         """This session's running records, whichever process left them."""
@@ -172,6 +172,11 @@ class SessionPaths:
 _NAMED: dict[tuple[Path, str, str, str], Path] = {}
 _NAMED_MAX = 256
 _REPLACED = itertools.count(1)  # replaced names within one process
+
+
+@functools.lru_cache(maxsize=16)  # a process asks for its own at every phase
+def _record(logs: Path, name: str, pid: int) -> Path:
+    return logs / f"{name}.{pid}{RECORD_SUFFIX}"
 
 
 @functools.lru_cache(maxsize=4096)  # every phase's files are named from it, several a phase

@@ -43,6 +43,7 @@ from pytest_maestro.state import store as store_module
 from pytest_maestro.state.document import dump_yaml, parse_session
 from pytest_maestro.state.journal import read_journal
 from pytest_maestro.state.live import next_wait
+from pytest_maestro.state.model import PhaseState, evolve
 from pytest_maestro.state.resume import INTERRUPTED
 from pytest_maestro.views.markdown_report import session_report
 
@@ -1028,3 +1029,12 @@ def test_the_first_rewrite_is_spaced_by_the_fold_that_opened_the_session(
         assert store._refresher.first_wait == pytest.approx(2.0)
     finally:
         store.close()
+
+
+def test_evolve_is_replace_for_fields_and_refuses_others() -> None:
+    old = PhaseState("a", "A", agents=("coder",), attempts=2)
+    new = evolve(old, {"status": Status.COMPLETED, "attempts": 3, "result": "done"})
+    assert new == replace(old, status=Status.COMPLETED, attempts=3, result="done")
+    assert old.attempts == 2 and old.status is Status.PENDING  # the old state is untouched
+    with pytest.raises(TypeError, match="no fields \\['colour'\\]"):
+        evolve(old, {"colour": "red"})
