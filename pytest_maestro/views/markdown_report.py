@@ -165,13 +165,39 @@ def node_ids(rows: tuple[PhaseRow, ...]) -> dict[str, str]:
     return {row.id: mermaid_id(i, row.id) for i, row in enumerate(rows)}
 
 
+# Each row's lines (its flowchart node, Gantt task, table row), kept while the row is the same
+# object (``rows.view`` keeps a row while its phase has not moved) at the same node id.
+_LINES: dict[str, tuple[PhaseRow, str, tuple[str, str | None, str]]] = {}
+_LINES_MAX = 50_000
+
+
+def row_lines(row: PhaseRow, node: str) -> tuple[str, str | None, str]:
+    """The row's flowchart node, its Gantt task (None: it did not run in this run), its table
+    row."""
+    kept = _LINES.get(row.id)
+    if kept is not None and kept[0] is row and kept[1] == node:
+        return kept[2]
+    label = mermaid_label(f"{row.id}: {row.name}" if row.name != row.id else row.id)
+    task = None
+    if row.executed:
+        assert row.started is not None and row.duration is not None
+        end = row.started + timedelta(seconds=row.duration)  # or so far, while it runs
+        tag = _GANTT_TAG.get(row.status)
+        tags = f"{tag}, " if tag else ""
+        task = f"  {gantt_text(row.id)} :{tags}{node}, {gantt_time(row.started)}, {gantt_time(end)}"
+    cells = " | ".join(_cell(c) for c in cells_of(row))
+    lines = (f'  {node}["{label}"]:::{row.status}', task, f"| {cells} |")
+    if len(_LINES) >= _LINES_MAX:
+        _LINES.clear()
+    _LINES[row.id] = (row, node, lines)
+    return lines
+
+
 def flowchart(rows: tuple[PhaseRow, ...]) -> list[str]:
     """A node per phase with its status as class, an edge per dependency."""
     node = node_ids(rows)
     lines = ["flowchart TD"]
-    for row in rows:
-        label = mermaid_label(f"{row.id}: {row.name}" if row.name != row.id else row.id)
-        lines.append(f'  {node[row.id]}["{label}"]:::{row.status}')
+    lines += [row_lines(row, node[row.id])[0] for row in rows]
     for row in rows:
         deps = dict.fromkeys(d for d in row.blocked_by if d in node)
         lines += [f"  {node[dep]} --> {node[row.id]}" for dep in deps]
@@ -194,14 +220,9 @@ def gantt(rows: tuple[PhaseRow, ...]) -> list[str]:
     for worker in workers:
         lines.append(f"  section {gantt_text(worker)}")
         for row in sorted((r for r in ran if (r.worker or "main") == worker), key=_start):
-            assert row.started is not None and row.duration is not None
-            end = row.started + timedelta(seconds=row.duration)  # or so far, while it runs
-            tag = _GANTT_TAG.get(row.status)
-            tags = f"{tag}, " if tag else ""
-            lines.append(
-                f"  {gantt_text(row.id)} :{tags}{node[row.id]}, "
-                f"{gantt_time(row.started)}, {gantt_time(end)}"
-            )
+            task = row_lines(row, node[row.id])[1]
+            assert task is not None  # it ran
+            lines.append(task)
     return lines
 
 
@@ -222,11 +243,9 @@ def gantt_time(moment: datetime) -> str:
 
 
 def table(rows: tuple[PhaseRow, ...]) -> list[str]:
+    node = node_ids(rows)
     lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
-    for row in rows:
-        cells = cells_of(row)
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+    return lines + [row_lines(row, node[row.id])[2] for row in rows]
 
 
 def cells_of(row: PhaseRow) -> tuple[str, ...]:

@@ -198,7 +198,29 @@ def _by_id(rows: Iterable[PhaseRow]) -> Mapping[str, PhaseRow]:
     return {row.id: row for row in rows}
 
 
+# A phase's row, kept while its state (frozen) is the same object: the session file's body is
+# rendered at every rewrite of it, and most phases have not moved since the last. A running
+# phase's row depends on the moment, and is made anew.
+_ROWS: dict[str, tuple[PhaseState, datetime | None, PhaseRow]] = {}
+_ROWS_MAX = 50_000
+
+
 def _row(
+    state: PhaseState | None, pid: str, run_started: datetime | None, now: datetime
+) -> PhaseRow:
+    if state is None or state.status is Status.IN_PROGRESS:
+        return _new_row(state, pid, run_started, now)
+    kept = _ROWS.get(pid)
+    if kept is not None and kept[0] is state and kept[1] == run_started:
+        return kept[2]
+    if len(_ROWS) >= _ROWS_MAX:
+        _ROWS.clear()
+    row = _new_row(state, pid, run_started, now)
+    _ROWS[pid] = (state, run_started, row)
+    return row
+
+
+def _new_row(
     state: PhaseState | None, pid: str, run_started: datetime | None, now: datetime
 ) -> PhaseRow:
     if state is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given
@@ -232,3 +233,22 @@ def test_a_duration_reads_the_same_in_the_table_and_the_progress_lines() -> None
         "2m05s",
         "2h01m",
     ]
+
+
+def test_a_report_rendered_again_shows_what_moved_since_and_keeps_the_rest() -> None:
+    """Rows and their lines are kept while a phase's state is the same object: a phase that
+    moved, one running (its duration grows with the moment) and a new run start each show."""
+    doc = diamond()
+    first = render(view(doc, T0 + timedelta(seconds=30)))
+    assert render(view(doc, T0 + timedelta(seconds=30))) == first
+    doc.phases["d"] = replace(doc.phases["d"], status=Status.FAILED, attempts=2)
+    doc.phases["g"] = state("g", "in_progress", 10, None, worker="gw1")
+    again = render(view(doc, T0 + timedelta(seconds=30)))
+    assert "| d | failed | 2 |" in again and "| d | completed |" in first
+    assert "| g | in_progress | - | 20s |" in again
+    later = render(view(doc, T0 + timedelta(seconds=40)))
+    assert "| g | in_progress | - | 30s |" in later
+    doc.phases["g"] = state("g", "completed", -50, -40, worker="gw0", attempts=1)
+    assert "| g | completed earlier |" in render(view(doc, T0 + timedelta(seconds=30)))
+    doc.run_started = at(-60)  # the same state, seen from a run that started before it did
+    assert "| g | completed | 1 | 10s |" in render(view(doc, T0 + timedelta(seconds=30)))
