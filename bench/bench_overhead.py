@@ -27,8 +27,11 @@ Printed beside them: one ``bash -c true`` from Python, the floor of both, and wh
 append and of an overwrite cost on the file system of ``--dir`` (default: the system's temporary
 directory), where the runs write: pytest-maestro syncs once per phase (its end, before the report;
 its start too when it has files to put back), so on a disk whose flushes are slow those dominate;
-on a tmpfs they cost nothing. With ``--profile``, the maestro run without ``-n`` also runs under
-cProfile and the functions with the most own time are printed.
+on a tmpfs they cost nothing. And what creating a file costs there, in a few new folders: each
+phase creates its log, and on ext4 that has held millions of files this ranges from tens of
+microseconds to over a millisecond by where a new folder lands (it runs while the command does,
+but it is CPU the other processes wait for). With ``--profile``, the maestro run without
+``-n`` also runs under cProfile and the functions with the most own time are printed.
 
 Beside the wall times, the CPU seconds per item of pytest and every process it started (its
 workers, the commands), taken the same way: where a phase's wall time grew, whether its work did
@@ -48,6 +51,7 @@ import json
 import os
 import pstats
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -191,6 +195,25 @@ def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
     return statistics.median(costs[0]), statistics.median(costs[1])
 
 
+def create_costs(where: Path, dirs: int = 5, count: int = 20) -> list[float]:
+    """Median seconds of creating a file, in each of ``dirs`` new directories made as a run makes
+    its logs folder: each phase creates its log. ext4 places a new directory's files in a block
+    group of its choosing, and on a disk that has held millions of files, finding a free inode
+    there costs from tens of microseconds to over a millisecond, by the group."""
+    costs = []
+    for d in range(dirs):
+        folder = where / f"create-cost-{d}" / "logs"
+        folder.mkdir(parents=True)
+        times = []
+        for n in range(count):
+            started = time.perf_counter()
+            os.close(os.open(folder / f"{n}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            times.append(time.perf_counter() - started)
+        costs.append(statistics.median(times))
+        shutil.rmtree(folder.parent)
+    return sorted(costs)
+
+
 Figures = dict[str, list[float]]  # case -> seconds per item, one figure per repetition
 
 
@@ -240,9 +263,9 @@ def main() -> None:
     count = args.phases
     with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
-        before = sync_costs(Path(tmp))
+        before, made = sync_costs(Path(tmp)), create_costs(Path(tmp))
         wall, cpu = measure(runs, cases(count, args.package), count, args.repeat)
-        after = sync_costs(Path(tmp))
+        after, made = sync_costs(Path(tmp)), sorted([*made, *create_costs(Path(tmp))])
         floor = bash_floor()
         print(f"ms per item, (T{count} - T1) / {count - 1}, median of {args.repeat}, in {tmp}")
         print(f"one bash -c true from Python: {floor * 1000:.2f} ms (the floor)")
@@ -250,6 +273,10 @@ def main() -> None:
             f"one write + fdatasync there, before / after the runs: appended "
             f"{before[0] * 1000:.2f} / {after[0] * 1000:.2f} ms, over written bytes "
             f"{before[1] * 1000:.2f} / {after[1] * 1000:.2f} ms"
+        )
+        print(
+            f"one file created there, in {len(made)} new folders before and after the runs "
+            f"(a phase creates its log): {made[0] * 1000:.2f} to {made[-1] * 1000:.2f} ms"
         )
         rows: list[tuple[str, str, str]] = []
         for row in (
