@@ -26,9 +26,13 @@ def shown(value: Any) -> str:
 class Fields:
     """One mapping of a session file, and where it is (``phase 'a'``, ``entry 7``)."""
 
+    # Each read checks the value's exact type first: what this tool writes (a dict, a str, an
+    # int) passes at once, where an isinstance against an ABC costs ten times more; a session
+    # file is read a field at a time, and every transition is applied through here.
+
     def __init__(self, raw: Any, where: str = "") -> None:
         self.where = where
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             raise FieldError(f"{self._at()}must be a mapping, got {shown(raw)}")
         self.raw: Mapping[str, Any] = raw
 
@@ -47,6 +51,8 @@ class Fields:
 
     def text(self, key: str, default: str | None = None) -> str | None:
         value = self.raw.get(key)
+        if type(value) is str:
+            return value
         if value is None:
             return default
         if isinstance(value, (Mapping, list)):
@@ -64,6 +70,8 @@ class Fields:
     def scalar(self, key: str) -> Any:
         """The value, if it is neither a mapping nor a list (a time, a batch)."""
         value = self.raw.get(key)
+        if type(value) is str or value is None:
+            return value
         if isinstance(value, (Mapping, list)):
             raise self.error(key, "a single value", value)
         return value
@@ -73,6 +81,8 @@ class Fields:
         value = self.raw.get(key)
         if value is None:
             return 0
+        if type(value) is int and 0 <= value <= COUNT.most:
+            return value
         try:
             return int(COUNT.check(value))
         except numbers.NumberError:
@@ -91,7 +101,7 @@ class Fields:
         value = self.raw.get(key)
         if value is None:
             return {}
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise self.error(key, "a mapping", value)
         return value
 
