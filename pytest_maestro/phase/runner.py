@@ -101,7 +101,8 @@ class PhaseRunner:
             isolated = cfg.isolation is not None
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
             outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
-            outcome = replace(outcome, warnings=(*outcome.warnings, *self.notes))
+            if self.notes:
+                outcome = replace(outcome, warnings=(*outcome.warnings, *self.notes))
             # Only a phase that ended is cleared: after an exception the next run finds it
             # interrupted, as it may well be. A failed phase's files are back as they were: its
             # pre-images go. A completed one's stay until the session has it completed
@@ -203,8 +204,17 @@ class PhaseRunner:
         # A review that passed verified it, as a check command does.
         verified = bool(attempts) and (attempts[-1].checked or attempts[-1].review is not None)
         unverified = status is Status.COMPLETED and cfg.agent_cli and not verified
-        end = PhaseOutcome(phase.id, status, tuple(attempts), out.path, started, time.time())
-        return replace(end, unverified=unverified, not_put_back=stuck), ran
+        end = PhaseOutcome(
+            phase.id,
+            status,
+            tuple(attempts),
+            out.path,
+            started,
+            time.time(),
+            unverified=unverified,
+            not_put_back=stuck,
+        )
+        return end, ran
 
     def _left_off(
         self, phase: Phase, out: PhaseLog
