@@ -218,8 +218,10 @@ class Pacer:
     def _limited(self, state: KeyState, flight: int, now: float, retry_after: float | None) -> None:
         # As many calls at once as the account served cleanly a moment ago: not a limit on calls
         # at once but one per minute (or a busy API). The key closes instead, and the level it
-        # served counts one less, so that a refusal there again cuts the limit.
-        per_minute = flight <= state.proven
+        # served counts one less, so that a refusal there again cuts the limit. A lone call
+        # refused says nothing of calls at once either: cut to one, an account of so many calls
+        # a minute would then be served one call at a time once its minute is over.
+        per_minute = flight <= max(state.proven, 1)
         if per_minute:
             state.proven = flight - 1
         else:

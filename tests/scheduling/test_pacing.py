@@ -56,12 +56,12 @@ def test_a_refusal_with_k_in_flight_makes_the_limit_k_minus_one() -> None:
     assert not ask(pacer, "e", 2.0)
 
 
-def test_the_limit_never_falls_below_one_and_a_lone_refusal_closes_the_key() -> None:
+def test_a_lone_refusal_closes_the_key_and_cuts_no_limit() -> None:
     pacer = Pacer()
     assert ask(pacer, "a")
     pacer.finish("claude", "a", LIMITED, 10.0)
     state = pacer.keys["claude"]
-    assert state.limit == 1 and state.not_before == 10.0 + cool_off(1)
+    assert state.limit is None and state.not_before == 10.0 + cool_off(1)
     assert not ask(pacer, "a", 11.0)
     decision = pacer.ask("claude", "a", PID, 11.0, None)
     assert decision.until == 12.0
@@ -94,6 +94,25 @@ def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() ->
     assert ask(pacer, "i", 7.2)
     pacer.finish("claude", "i", LIMITED, 7.3)  # 2 in flight again, over the 1 served
     assert state.limit == 1
+
+
+def test_lone_refusals_in_a_minute_already_spent_leave_calls_at_once_as_they_were() -> None:
+    """An account of 4 calls a minute: 4 served at once, then each call refused alone until the
+    minute is over, the key closing longer each time. The 4 that wait then start together, not
+    one after another as under a limit of one."""
+    pacer = Pacer()
+    for ticket in "abcd":
+        assert ask(pacer, ticket)
+    for ticket in "abcd":
+        pacer.finish("claude", ticket, CLEAN, 1.5)
+    now = 1.5
+    for refusals in range(1, 6):
+        assert ask(pacer, "e", now)  # the head of the queue: alone in flight
+        pacer.finish("claude", "e", LIMITED, now)
+        now = pacer.keys["claude"].not_before
+        assert now == pytest.approx(1.5 + sum(cool_off(n) for n in range(1, refusals + 1)))
+    assert pacer.keys["claude"].limit is None
+    assert [ask(pacer, ticket, now) for ticket in "efgh"] == [True] * 4
 
 
 def test_a_retry_after_closes_the_key_until_then() -> None:
@@ -201,7 +220,7 @@ def test_state_round_trips_and_refuses_garbage() -> None:
 def test_no_call_starts_past_the_limit_after_a_refusal(steps: list[tuple[str, int]]) -> None:
     """Whatever happens, once a refusal set a limit, no more calls hold a slot than it allows
     (calls already in flight when it fell aside); a refusal with more calls in flight than the
-    account served cleanly cuts the limit, one with no more closes the key."""
+    account served cleanly (and more than one) cuts the limit, one with no more closes the key."""
     pacer = Pacer()
     now = 0.0
     for action, n in steps:
@@ -217,7 +236,7 @@ def test_no_call_starts_past_the_limit_after_a_refusal(steps: list[tuple[str, in
         elif state is not None and ticket in state.held:
             proven = state.proven
             pacer.finish("claude", ticket, CLEAN if action == "clean" else LIMITED, now)
-            if action == "limited" and before > proven:  # a limit on calls at once
+            if action == "limited" and before > max(proven, 1):  # a limit on calls at once
                 assert state.limit is not None and state.limit <= max(1, before - 1)
             elif action == "limited":  # one per minute: the key closes
                 assert state.not_before > now and state.proven == before - 1
