@@ -7,6 +7,7 @@ step summary.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 
 from ..state.model import SessionDoc, Status, Tokens, unpriced_text
@@ -50,15 +51,16 @@ def render(run: RunView, title: bool = True, *, diagram_limit: int = 0, room: in
     """The report; a diagram longer than ``diagram_limit`` characters is left out, and table
     rows past ``room`` bytes of text are (both with a line that says so), when those are set."""
     lines = [f"# {run.task}: run report", ""] if title else []
-    plan = flowchart(run.rows)
+    node = node_ids(run.table_rows)  # the phases' first, by position: one id a row in all three
+    plan = flowchart(run.rows, node)
     lines += [*headline(run), "", "## Plan", "", *_diagram(plan, "flowchart", diagram_limit)]
     lines += ["## Timeline", ""]
     if any(row.executed for row in run.rows):
-        lines += _diagram(gantt(run.rows), "Gantt chart", diagram_limit)
+        lines += _diagram(gantt(run.rows, node), "Gantt chart", diagram_limit)
     else:
         lines += ["No phase has run yet in this run.", ""]
     head = "\n".join([*lines, "## Phases", "", ""])
-    rows = table(run.table_rows)
+    rows = table(run.table_rows, node)
     if room:
         rows = _fit(rows, room - len(head.encode()) - 1)
     text = head + "\n".join(rows) + "\n"
@@ -193,9 +195,9 @@ def row_lines(row: PhaseRow, node: str) -> tuple[str, str | None, str]:
     return lines
 
 
-def flowchart(rows: tuple[PhaseRow, ...]) -> list[str]:
-    """A node per phase with its status as class, an edge per dependency."""
-    node = node_ids(rows)
+def flowchart(rows: tuple[PhaseRow, ...], node: Mapping[str, str]) -> list[str]:
+    """A node per phase with its status as class, an edge per dependency; ``node``: each row's
+    node id (``node_ids``)."""
     lines = ["flowchart TD"]
     lines += [row_lines(row, node[row.id])[0] for row in rows]
     for row in rows:
@@ -205,10 +207,9 @@ def flowchart(rows: tuple[PhaseRow, ...]) -> list[str]:
     return lines
 
 
-def gantt(rows: tuple[PhaseRow, ...]) -> list[str]:
+def gantt(rows: tuple[PhaseRow, ...], node: Mapping[str, str]) -> list[str]:
     """A section per worker, a task per phase that ran in this run, from its start to its end
     (or to now, while it runs). Times in UTC."""
-    node = node_ids(rows)
     ran = [row for row in rows if row.executed]
     lines = [
         "gantt",
@@ -242,8 +243,7 @@ def gantt_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ", "milliseconds")
 
 
-def table(rows: tuple[PhaseRow, ...]) -> list[str]:
-    node = node_ids(rows)
+def table(rows: tuple[PhaseRow, ...], node: Mapping[str, str]) -> list[str]:
     lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
     return lines + [row_lines(row, node[row.id])[2] for row in rows]
 
