@@ -170,7 +170,10 @@ class AccountSlots:
                     key = pacer.key(runtime, model)
                     now = self.clock()
                     decision = pacer.ask(key, ticket, os.getpid(), now, self.ceiling(key))
-                    if not decision.granted and now - started >= most:
+                    # Given up on the clock read under the lock, and only then: a second read
+                    # after it could give up with the ticket still queued, a place never freed.
+                    gave_up = not decision.granted and now - started >= most
+                    if gave_up:
                         pacer.cancel(key, ticket)
                 elapsed = self.clock() - started
                 # A slot or a refusal at the first question: no wait, whatever the lock took.
@@ -179,7 +182,7 @@ class AccountSlots:
                     return Acquired(ticket, key, waited)
                 if decision.blocked is not None:
                     return Acquired(None, key, waited, decision.blocked)
-                if elapsed >= most:
+                if gave_up:
                     return Acquired(None, key, elapsed)
                 if not told:
                     told = True
@@ -187,7 +190,7 @@ class AccountSlots:
                     if waiting is not None:
                         delay = None if until is None else min(until - now, most)
                         waiting(delay, _why(key, decision, now))
-                self.sleep(min(POLL, max(most - elapsed, 0.0)))
+                self.sleep(min(POLL, max(most - (now - started), 0.0)))
         except BaseException:
             with contextlib.suppress(Exception), self._held() as (pacer, _):
                 pacer.cancel(key, ticket)

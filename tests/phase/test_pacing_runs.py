@@ -157,6 +157,21 @@ def test_a_wait_past_its_bound_gives_up_its_place(tmp_path: Path) -> None:
     assert state["queue"] == []
 
 
+def test_a_wait_given_up_between_two_reads_of_the_clock_frees_its_place(tmp_path: Path) -> None:
+    # The clock read under the lock is within the bound, the one after it past: the call gives
+    # up only on a read under the lock, so its place never stays queued behind it.
+    ticks = iter(i * 0.15 for i in range(1000))
+    slots = AccountSlots(
+        SessionPaths(tmp_path, "s"), {"claude": 1}, clock=lambda: next(ticks), sleep=lambda _: None
+    )
+    held = slots.acquire("claude", None, 1.0)
+    assert held.ticket is not None
+    got = slots.acquire("claude", None, 0.2)
+    assert got.ticket is None and got.blocked is None and got.waited >= 0.2
+    state = json.loads((tmp_path / "pacing.json").read_text())["keys"]["claude"]
+    assert state["queue"] == [] and list(state["held"]) == [held.ticket]
+
+
 def test_the_option_comes_from_the_flag_repeated_the_environment_or_the_ini(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
