@@ -11,8 +11,10 @@ are served first come, first served; a refused call keeps its place at the head 
 retry-after from the CLI closes the key until then. A refusal that no other call's end will
 explain closes it for a backoff that doubles with each such refusal: of the only call in flight,
 or with no more calls in flight than the account served cleanly a moment ago (a limit per minute,
-not on calls at once: the concurrency limit stays). A spent quota blocks the key's remaining calls
-at once.
+not on calls at once: the concurrency limit stays). Such a key opens again for one call first,
+the rest once the account has kept it a while (twice as long as the last refusal took to come):
+a guess at when a minute ends is most often early, and one call refused costs one, where all the
+waiting calls would be refused. A spent quota blocks the key's remaining calls at once.
 
 No processes, no clock, no files: values in, decisions out. ``phase/slots.py`` keeps a `Pacer` in
 a file every process of a run shares and asks it under a lock. See docs/architecture.md, "Calls
@@ -37,6 +39,7 @@ FIRST_COOL_OFF = 2.0  # seconds the key stays closed after its only call in flig
 LONGEST_COOL_OFF = 120.0
 LEAST_WINDOW = 4  # clean calls before the limit grows by one, at the least
 MOST_DOUBLINGS = 4  # of that window, after growths the account refused
+LEAST_TRIAL = 1.0  # seconds the first call after a cool-off goes alone, at the least
 
 
 def window(limit: int, failed: int = 0) -> int:
@@ -48,6 +51,12 @@ def window(limit: int, failed: int = 0) -> int:
 def cool_off(refusals: int) -> float:
     """Seconds the key stays closed after the ``refusals``-th refusal in a row of a lone call."""
     return min(FIRST_COOL_OFF * 2.0 ** max(refusals - 1, 0), LONGEST_COOL_OFF)
+
+
+def trial(latency: float) -> float:
+    """Seconds the first call after a cool-off goes alone: twice as long as the last refusal took
+    to come (``latency``), so that one not come by then is not coming."""
+    return min(max(LEAST_TRIAL, 2.0 * latency), LONGEST_COOL_OFF)
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,10 @@ class KeyState:
     proven: int = 0  # calls in flight together that the account served cleanly, at the most
     probing: bool = False  # the limit grew, and no refusal took it back yet
     failed: int = 0  # growths in a row that a refusal took back
+    since: dict[str, float] = field(default_factory=dict)  # ticket -> when it was granted
+    latency: float = 0.0  # seconds the last refusal took to come, from its call's start
+    reopening: bool = False  # closed by a cool-off: one call goes first when it opens
+    trial: str | None = None  # that call's ticket, once granted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +104,10 @@ class KeyState:
             "proven": self.proven,
             "probing": self.probing,
             "failed": self.failed,
+            "since": self.since,
+            "latency": self.latency,
+            "reopening": self.reopening,
+            "trial": self.trial,
         }
 
     @classmethod
@@ -110,6 +127,11 @@ class KeyState:
             proven=_whole(data["proven"], 0),
             probing=bool(data["probing"]),
             failed=_whole(data["failed"], 0),
+            # Not in a file an earlier version wrote: nothing on trial then.
+            since={str(t): float(at) for t, at in dict(data.get("since", {})).items()},
+            latency=float(data.get("latency", 0.0)),
+            reopening=bool(data.get("reopening", False)),
+            trial=None if data.get("trial") is None else str(data["trial"]),
         )
         return state
 
@@ -154,17 +176,30 @@ class Pacer:
         if now < state.not_before:
             return Decision(until=state.not_before, held=len(state.held), limit=limit)
         free = len(state.queue) if limit is None else limit - len(state.held)
+        if state.reopening:
+            if state.trial not in state.held:  # none on trial yet (or it ended unserved)
+                state.trial = None
+                free = min(free, 1)
+            elif now < state.since[state.trial] + trial(state.latency):
+                until = state.since[state.trial] + trial(state.latency)
+                return Decision(until=until, held=len(state.held), limit=limit)
+            else:  # the account kept the call on trial: open for all
+                state.reopening, state.trial = False, None
         place = next(i for i, entry in enumerate(state.queue) if entry[0] == ticket)
         if place >= free:
             return Decision(held=len(state.held), limit=limit)
         del state.queue[place]
         state.held[ticket] = pid
+        state.since[ticket] = now
+        if state.reopening:
+            state.trial = ticket
         return Decision(granted=True, held=len(state.held), limit=limit)
 
     def cancel(self, key: str, ticket: str) -> None:
         """The call no longer waits nor runs (it gave up, or its process ended)."""
         state = self._state(key)
         state.held.pop(ticket, None)
+        state.since.pop(ticket, None)
         state.queue = [entry for entry in state.queue if entry[0] != ticket]
 
     def finish(
@@ -184,14 +219,19 @@ class Pacer:
         when the refusal says the limit is the model's (``per_model``: the call's model)."""
         state = self._state(key)
         pid = state.held.get(ticket, 0)
+        started = state.since.get(ticket)
         flight = len(state.held) if ticket in state.held else len(state.held) + 1
         self.cancel(key, ticket)
         if outcome == LIMITED and per_model and " " not in key:  # from now on, per model
             state.per_model = True
             state = self._state(self.key(key, per_model))
         if outcome == CLEAN:
+            if ticket == state.trial:  # served through: the key is open for all
+                state.reopening, state.trial = False, None
             self._clean(state, flight, ceiling)
         elif outcome == LIMITED:
+            if started is not None:
+                state.latency = max(now - started, 0.0)
             self._limited(state, flight, now, retry_after)
             if pid:
                 state.queue.insert(0, (ticket, pid))
@@ -238,6 +278,7 @@ class Pacer:
             if now >= state.not_before:  # refusals while the key is closed are the same one
                 state.refusals += 1
             state.not_before = max(state.not_before, now + cool_off(state.refusals))
+            state.reopening, state.trial = True, None
 
     def reclaim(self, alive: Callable[[int], bool]) -> list[str]:
         """Slots held, and places in queues, of processes that are gone: freed. The tickets."""
@@ -246,6 +287,7 @@ class Pacer:
             for ticket, pid in list(state.held.items()):
                 if not alive(pid):
                     del state.held[ticket]
+                    state.since.pop(ticket, None)
                     gone.append(ticket)
             kept = [entry for entry in state.queue if alive(entry[1])]
             gone += [entry[0] for entry in state.queue if entry not in kept]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_maestro.scheduling.pacing import (
     CLEAN,
+    LEAST_TRIAL,
     LIMITED,
     NEUTRAL,
     QUOTA,
     Pacer,
     cool_off,
+    trial,
     window,
 )
 
@@ -82,7 +86,14 @@ def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() ->
         pacer.finish("claude", ticket, LIMITED, 1.6)
     state = pacer.keys["claude"]
     assert state.limit is None and state.not_before == 1.6 + cool_off(1)
-    assert [ask(pacer, ticket, 3.6) for ticket in "efgh"] == [True] * 4  # limit untouched
+    # Open again, one call first; the rest once the account kept it a while.
+    # Open again, one call first (h, refused last, heads the queue); the rest once the account
+    # kept it twice as long as the refusals took to come.
+    assert [ask(pacer, ticket, 3.6) for ticket in "hgfe"] == [True, False, False, False]
+    opens = 3.6 + trial(state.latency)
+    assert state.latency == pytest.approx(0.1) and opens == 3.6 + LEAST_TRIAL
+    assert pacer.ask("claude", "e", PID, 3.6, None).until == opens
+    assert [ask(pacer, ticket, opens) for ticket in "gfe"] == [True] * 3  # limit untouched
     for ticket in "efg":
         pacer.finish("claude", ticket, CLEAN, 5.1)
     assert state.proven == 4 and state.refusals == 0
@@ -98,8 +109,8 @@ def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() ->
 
 def test_lone_refusals_in_a_minute_already_spent_leave_calls_at_once_as_they_were() -> None:
     """An account of 4 calls a minute: 4 served at once, then each call refused alone until the
-    minute is over, the key closing longer each time. The 4 that wait then start together, not
-    one after another as under a limit of one."""
+    minute is over, the key closing longer each time. Once one is served, the 3 that wait start
+    together, not one after another as under a limit of one."""
     pacer = Pacer()
     for ticket in "abcd":
         assert ask(pacer, ticket)
@@ -112,7 +123,82 @@ def test_lone_refusals_in_a_minute_already_spent_leave_calls_at_once_as_they_wer
         now = pacer.keys["claude"].not_before
         assert now == pytest.approx(1.5 + sum(cool_off(n) for n in range(1, refusals + 1)))
     assert pacer.keys["claude"].limit is None
-    assert [ask(pacer, ticket, now) for ticket in "efgh"] == [True] * 4
+    assert [ask(pacer, ticket, now) for ticket in "efgh"] == [True, False, False, False]
+    pacer.finish("claude", "e", CLEAN, now + 0.5)  # served through before its trial ended
+    assert [ask(pacer, ticket, now + 0.5) for ticket in "fgh"] == [True] * 3
+
+
+def test_after_a_cool_off_one_call_goes_first_for_twice_as_long_as_a_refusal_took() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a", 10.0)
+    pacer.finish("claude", "a", LIMITED, 13.0)  # refused 3 s after it started: alone, it closes
+    state = pacer.keys["claude"]
+    assert state.latency == 3.0 and state.not_before == 13.0 + cool_off(1)
+    opens = state.not_before
+    assert [ask(pacer, ticket, opens) for ticket in "abc"] == [True, False, False]
+    assert pacer.ask("claude", "b", PID, opens + 1.0, None).until == opens + trial(3.0) == 21.0
+    assert not ask(pacer, "b", opens + trial(3.0) - 0.01)
+    assert [ask(pacer, ticket, opens + trial(3.0)) for ticket in "bc"] == [True, True]
+    # A call on trial that ends without reaching the account hands its trial to the next.
+    again = Pacer()
+    assert ask(again, "a")
+    again.finish("claude", "a", LIMITED, 0.5)
+    assert [ask(again, ticket, 2.5) for ticket in "ab"] == [True, False]
+    again.finish("claude", "a", NEUTRAL, 2.6)
+    assert [ask(again, ticket, 2.6) for ticket in "bc"] == [True, False]
+    assert again.keys["claude"].trial == "b"
+
+
+def simulate_account(calls: int, seconds: float, per_minute: int, latency: float = 0.1) -> Run:
+    """``calls`` independent calls of ``seconds`` against an account that refuses a call when
+    ``per_minute`` calls started in the last 60 s, ``latency`` after it started, driven through
+    one `Pacer` as the processes drive it: every waiting call asks every 20 ms, a refused one
+    asks again at once."""
+    pacer = Pacer()
+    waiting = [f"c{n}" for n in range(calls)]
+    running: dict[str, tuple[float, bool]] = {}  # ticket -> (its end, refused)
+    served: list[float] = []  # when each call the account took started
+    refused = 0
+    ended = 0.0
+    now = 0.0
+    while waiting or running:
+        for ticket, (end, refusal) in sorted(running.items(), key=lambda item: item[1]):
+            if end <= now:
+                del running[ticket]
+                pacer.finish("claude", ticket, LIMITED if refusal else CLEAN, now)
+                if refusal:
+                    waiting.insert(0, ticket)
+                else:
+                    ended = now
+        for ticket in list(waiting):
+            if pacer.ask("claude", ticket, PID, now, None).granted:
+                waiting.remove(ticket)
+                if len([at for at in served if at > now - 60.0]) >= per_minute:
+                    running[ticket] = (now + latency, True)
+                    refused += 1
+                else:
+                    served.append(now)
+                    running[ticket] = (now + seconds, False)
+        now = round(now + 0.02, 2)
+    return Run(ended, refused)
+
+
+@dataclass(frozen=True)
+class Run:
+    span: float
+    refused: int
+
+
+def test_an_account_of_calls_a_minute_is_served_close_to_what_it_allows() -> None:
+    """Scenario C of bench/bench_agents.py, the pacer alone: 8 calls of 1.5 s, an account of 4 a
+    minute. The last of the second four cannot start before 60 s: the bound is 61.5 s. Opening
+    the key to every waiting call after each cool-off, the rounds were refused whole, each
+    cutting the limit, and the last calls went one after another: 70 s, 15 calls refused."""
+    run = simulate_account(8, 1.5, per_minute=4)
+    assert run.span <= 1.1 * 61.5
+    # The first round's 4; the 4 that went as the first four ended (nothing said the minute was
+    # spent); then one a cool-off (2 + 4 + ... + 32 s), until the minute's end.
+    assert run.refused == 4 + 4 + 4
 
 
 def test_a_retry_after_closes_the_key_until_then() -> None:
@@ -205,6 +291,12 @@ def test_state_round_trips_and_refuses_garbage() -> None:
     pacer.finish("claude", "b", LIMITED, 3.0, retry_after=2)
     again = Pacer.from_dict(pacer.to_dict())
     assert again.to_dict() == pacer.to_dict()
+    earlier = pacer.to_dict()  # as a version without trials wrote it: read, nothing on trial
+    for name in ("since", "latency", "reopening", "trial"):
+        del earlier["claude"][name]
+    state = Pacer.from_dict(earlier).keys["claude"]
+    assert state.since == {} and not state.reopening and state.trial is None
+    assert state.held == pacer.keys["claude"].held
     bad = pacer.to_dict()
     bad["claude"]["limit"] = 0
     with pytest.raises(ValueError):
