@@ -9,6 +9,7 @@ release that changes one of these is seen here first. Nothing else in the packag
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,29 @@ if TYPE_CHECKING:
     from xdist.workermanage import WorkerController as WorkerController
 else:
     WorkerController = Any
+
+
+def leave_to_python(package: str) -> None:
+    """Import ``package``'s modules as Python does, not through pytest's assertion rewriting.
+
+    pytest rewrites the asserts of every module of a distribution with a ``pytest11`` entry
+    point. Where it cannot write its own bytecode cache beside them (PYTHONDONTWRITEBYTECODE,
+    as many container images set; a read-only site-packages) it parses, rewrites and compiles
+    each module again in every process, this package's hundred in about a third of a second: in
+    the controller and again in each xdist worker, which then come up that much later and
+    further apart. Python's own import uses the bytecode pip compiled at install. The package's
+    asserts state invariants, where a plain ``AssertionError`` says enough. No public API opts
+    a plugin out: the hook's set of marked names, ``_must_rewrite``, and its cache of answers
+    (pytest >= 3.0; the cache >= 5.4).
+    """
+    rewriting = sys.modules.get("_pytest.assertion.rewrite")
+    if rewriting is None:  # not inside pytest: nothing rewrites
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, rewriting.AssertionRewritingHook):
+            with contextlib.suppress(AttributeError, KeyError):
+                finder._must_rewrite.discard(package)
+                finder._marked_for_rewrite_cache.clear()
 
 
 def skip_at_item(reason: str) -> BaseException:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import pytest_maestro
 
 from ..helpers import phase, write_plan
 
@@ -77,3 +80,42 @@ def test_a_worker_imports_neither_the_plan_readers_nor_what_it_does_not_run(
         "pytest_maestro.phase.prompt",  # commands read no prompt
     }
     assert sorted(not_on_a_worker & imported) == []
+
+
+# What imported each module of the package, in the process that decides and in a worker.
+RECORD_LOADERS = """
+import json, sys
+
+def pytest_sessionfinish(session):
+    who = "worker" if hasattr(session.config, "workerinput") else "controller"
+    loaders = {
+        name: type(module.__loader__).__name__
+        for name, module in list(sys.modules.items())
+        if name.startswith("pytest_maestro")
+    }
+    with open(f"loaders-{who}", "w") as out:
+        json.dump(loaders, out)
+"""
+
+
+@pytest.mark.slow
+def test_pytest_rewrites_no_module_of_the_package_past_its_root(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest rewrites the asserts of every module of a plugin's distribution; where it cannot
+    write its own bytecode (PYTHONDONTWRITEBYTECODE, a read-only site-packages) it parsed,
+    rewrote and compiled the package's hundred modules again in every process, the controller
+    and each worker: a third of a second each. Python's import leaves them to their bytecode.
+    The package is imported from a path entry, as from a wheel's install (an editable install's
+    finder keeps pytest's hook from seeing it)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio")  # rewriting on
+    monkeypatch.setenv("PYTHONPATH", str(Path(pytest_maestro.__file__).parent.parent))
+    write_plan(pytester, [phase("a", "true")])
+    pytester.makeconftest(RECORD_LOADERS)
+    result = pytester.runpytest_subprocess("--maestro", "plan.yaml", "-n", "1")
+    result.assert_outcomes(passed=1)
+    for who, used in (("controller", "run.orchestrator"), ("worker", "phase.runner")):
+        loaders = json.loads((pytester.path / f"loaders-{who}").read_text())
+        assert f"pytest_maestro.{used}" in loaders
+        rewritten = {name for name, loader in loaders.items() if "Rewrit" in loader}
+        assert rewritten <= {"pytest_maestro", "pytest_maestro._compat"}, (who, sorted(rewritten))
