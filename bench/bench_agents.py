@@ -32,6 +32,11 @@ temporary directory. Printed per run:
 ``--package DIR`` runs another checkout's ``pytest_maestro`` (put first on PYTHONPATH), e.g.
 the code before this benchmark's pacing, for a before and after.
 
+Bytecode as an installed package has it (``bytecode.py``): the runs cache it under the temporary
+directory, and one untimed run of two short phases fills the cache first; ``--no-pyc`` makes
+every process compile what it imports instead, as where ``PYTHONDONTWRITEBYTECODE`` is set and no
+cache was ever written.
+
 Prints figures; asserts nothing.
 """
 
@@ -49,6 +54,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bytecode import environment
 from plans import PlanDict, random_plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -147,15 +153,22 @@ class Figures:
     passed: int
 
 
-def run(scenario: Scenario, seconds: float, package: Path | None, workdir: Path) -> Figures:
+def run(
+    scenario: Scenario,
+    seconds: float,
+    package: Path | None,
+    workdir: Path,
+    base: dict[str, str],
+) -> Figures:
+    """One run of ``scenario`` in ``workdir``, its processes given ``base`` as environment."""
     workdir.mkdir(parents=True)
     (workdir / "pytest.ini").write_text("[pytest]\n")
     (workdir / "README.md").write_text("a project\n")
     (workdir / "plan.json").write_text(json.dumps(scenario.plan(), indent=1))
     account = workdir / "account"
     env = {
-        **os.environ,
-        "PATH": f"{ACCOUNT}{os.pathsep}{os.environ['PATH']}",
+        **base,
+        "PATH": f"{ACCOUNT}{os.pathsep}{base['PATH']}",
         "ACCOUNT_DIR": str(account),
         "ACCOUNT_SECONDS": str(seconds),
         "ACCOUNT_CONCURRENT": str(scenario.concurrent),
@@ -257,17 +270,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5, help="each call's length")
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), default=sorted(SCENARIOS))
     parser.add_argument("--package", type=Path, help="a checkout whose pytest_maestro to run")
+    parser.add_argument("--no-pyc", action="store_true", help="every process compiles its modules")
     args = parser.parse_args()
     package = args.package.resolve() if args.package else None
     print(f"pytest_maestro from {package or REPO}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="maestro-agents-") as tmp:
+        base = environment(Path(tmp), not args.no_pyc)
+        if not args.no_pyc:  # untimed: fills the bytecode cache, as a user's first run does
+            run(Scenario("warm-up", 2, 2, concurrent=1), 0.1, package, Path(tmp) / "warm", base)
         for name in args.only:
             for scenario in SCENARIOS[name]:
                 runs = [
-                    run(scenario, args.seconds, package, Path(tmp) / f"{name}-{n}-{i}")
+                    run(
+                        scenario,
+                        args.seconds,
+                        package,
+                        Path(tmp) / f"{name}-{scenario.workers}-{i}",
+                        base,
+                    )
                     for i in range(args.repeat)
-                    for n in (scenario.workers,)
                 ]
                 report(scenario, args.seconds, runs)
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")

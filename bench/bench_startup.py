@@ -49,6 +49,8 @@ import time
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
+from bytecode import environment
+
 ITEMS = 8
 GOAL_S = 0.2
 GOAL_WORKERS = 8
@@ -123,15 +125,6 @@ class Runs:
         for name, text in {"pytest.ini": "[pytest]\n", **extra, **files}.items():
             (workdir / name).write_text(text, encoding="utf-8")
         return workdir
-
-
-def environment(base: Path, pyc: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if pyc:
-        env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
 
 
 def run_once(workdir: Path, args: list[str], env: dict[str, str]) -> Timing:
