@@ -1,4 +1,8 @@
-"""pytest entry point: options and wiring only. Dormant until ``--maestro PLAN`` is given."""
+"""pytest entry point: options and wiring only. Dormant until ``--maestro PLAN`` is given.
+
+PYTEST_DONT_REWRITE: the package is imported as Python imports it (``_compat.leave_to_python``),
+so a run that names this module with ``-p`` finds it imported and is told it needs no rewriting.
+"""
 
 from __future__ import annotations
 

@@ -12,9 +12,10 @@ retry-after from the CLI closes the key until then. A refusal that no other call
 explain closes it for a backoff that doubles with each such refusal: of the only call in flight,
 or with no more calls in flight than the account served cleanly a moment ago (a limit per minute,
 not on calls at once: the concurrency limit stays). Such a key opens again for one call first,
-the rest once the account has kept it a while (twice as long as the last refusal took to come):
-a guess at when a minute ends is most often early, and one call refused costs one, where all the
-waiting calls would be refused. A spent quota blocks the key's remaining calls at once.
+the rest once the account has kept it a while (twice as long as the last refusal took to come,
+at most the cool-off's length): a guess at when a minute ends is most often early, and one call
+refused costs one, where all the waiting calls would be refused. A spent quota blocks the key's
+remaining calls at once.
 
 No processes, no clock, no files: values in, decisions out. ``phase/slots.py`` keeps a `Pacer` in
 a file every process of a run shares and asks it under a lock. See docs/architecture.md, "Calls
@@ -23,6 +24,7 @@ paced by the account".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,10 +55,12 @@ def cool_off(refusals: int) -> float:
     return min(FIRST_COOL_OFF * 2.0 ** max(refusals - 1, 0), LONGEST_COOL_OFF)
 
 
-def trial(latency: float) -> float:
-    """Seconds the first call after a cool-off goes alone: twice as long as the last refusal took
-    to come (``latency``), so that one not come by then is not coming."""
-    return min(max(LEAST_TRIAL, 2.0 * latency), LONGEST_COOL_OFF)
+def trial_length(latency: float, refusals: int) -> float:
+    """Seconds the first call after the ``refusals``-th cool-off goes alone: twice as long as the
+    last refusal took to come (``latency``), so that one not come by then is not coming; never
+    longer than that cool-off was. A refusal that comes late (a CLI that retried first, a limit
+    met mid-session) would hold the others back for minutes: then they go, as without a trial."""
+    return max(LEAST_TRIAL, min(2.0 * latency, cool_off(refusals)))
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,27 @@ class KeyState:
             probing=bool(data["probing"]),
             failed=_whole(data["failed"], 0),
             # Not in a file an earlier version wrote: nothing on trial then.
-            since={str(t): float(at) for t, at in dict(data.get("since", {})).items()},
-            latency=float(data.get("latency", 0.0)),
+            since={str(t): _seconds(at) for t, at in _mapping(data.get("since", {})).items()},
+            latency=_seconds(data.get("latency", 0.0)),
             reopening=bool(data.get("reopening", False)),
-            trial=None if data.get("trial") is None else str(data["trial"]),
+            trial=data.get("trial"),
         )
+        if state.trial is not None and state.trial not in state.since:
+            raise ValueError(f"the call on trial {state.trial!r} has no start")
         return state
+
+
+def _seconds(value: Any) -> float:
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"not a time in seconds: {value!r}")
+    return seconds
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"not a mapping: {value!r}")
+    return value
 
 
 def _whole(value: Any, least: int) -> int:
@@ -176,15 +195,17 @@ class Pacer:
         if now < state.not_before:
             return Decision(until=state.not_before, held=len(state.held), limit=limit)
         free = len(state.queue) if limit is None else limit - len(state.held)
-        if state.reopening:
-            if state.trial not in state.held:  # none on trial yet (or it ended unserved)
-                state.trial = None
-                free = min(free, 1)
-            elif now < state.since[state.trial] + trial(state.latency):
-                until = state.since[state.trial] + trial(state.latency)
+        if state.reopening and state.trial not in state.held:  # none on trial (or it ended)
+            state.trial = None
+            if now >= state.not_before + LONGEST_COOL_OFF:  # opened long ago: the guess is old
+                state.reopening = False
+            free = min(free, 1) if state.reopening else free
+        elif state.reopening and state.trial is not None:
+            started = state.since.get(state.trial, now)
+            until = started + trial_length(state.latency, state.refusals)
+            if now < until:
                 return Decision(until=until, held=len(state.held), limit=limit)
-            else:  # the account kept the call on trial: open for all
-                state.reopening, state.trial = False, None
+            state.reopening, state.trial = False, None  # the account kept it: open for all
         place = next(i for i, entry in enumerate(state.queue) if entry[0] == ticket)
         if place >= free:
             return Decision(held=len(state.held), limit=limit)
@@ -230,8 +251,8 @@ class Pacer:
                 state.reopening, state.trial = False, None
             self._clean(state, flight, ceiling)
         elif outcome == LIMITED:
-            if started is not None:
-                state.latency = max(now - started, 0.0)
+            if started is not None and (not state.reopening or ticket == state.trial):
+                state.latency = max(now - started, 0.0)  # a call from before: not the trial's
             self._limited(state, flight, now, retry_after)
             if pid:
                 state.queue.insert(0, (ticket, pid))
@@ -295,10 +316,13 @@ class Pacer:
         return gone
 
     def unblock(self) -> None:
-        """A new run: a quota spent in an earlier one, without a reset time, is asked again."""
+        """A new run: a quota spent in an earlier one, without a reset time, is asked again,
+        and a key an earlier run's cool-off closed opens for all (no call on trial holds it)."""
         for state in self.keys.values():
             if state.blocked_until is None:
                 state.blocked = None
+            if state.trial not in state.held:
+                state.reopening, state.trial = False, None
 
     def to_dict(self) -> dict[str, Any]:
         return {key: state.to_dict() for key, state in self.keys.items()}

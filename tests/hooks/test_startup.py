@@ -119,3 +119,28 @@ def test_pytest_rewrites_no_module_of_the_package_past_its_root(
         assert f"pytest_maestro.{used}" in loaders
         rewritten = {name for name, loader in loaders.items() if "Rewrit" in loader}
         assert rewritten <= {"pytest_maestro", "pytest_maestro._compat"}, (who, sorted(rewritten))
+
+
+INNER_RUN = """
+pytest_plugins = ["pytester"]
+
+
+def test_inner(pytester):
+    result = pytester.runpytest("-p", "no:maestro", "-p", "pytest_maestro.plugin", "--co")
+    said = result.stdout.str() + result.stderr.str()
+    assert "cannot be rewritten" not in said, said
+    assert result.ret == 5, said  # nothing collected, nothing wrong
+"""
+
+
+@pytest.mark.slow
+def test_a_run_inside_a_test_that_names_the_plugin_is_not_warned_of_its_import(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest warns of a plugin given by ``-p`` that is already imported other than through its
+    rewriting, as the package now is, unless the module says it is not to be rewritten."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio")  # rewriting on
+    monkeypatch.setenv("PYTHONPATH", str(Path(pytest_maestro.__file__).parent.parent))
+    pytester.makepyfile(test_inner=INNER_RUN)
+    result = pytester.runpytest_subprocess("test_inner.py")
+    result.assert_outcomes(passed=1)

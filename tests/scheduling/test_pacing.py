@@ -16,7 +16,7 @@ from pytest_maestro.scheduling.pacing import (
     QUOTA,
     Pacer,
     cool_off,
-    trial,
+    trial_length,
     window,
 )
 
@@ -86,11 +86,10 @@ def test_a_refusal_at_a_level_the_account_just_served_is_a_limit_per_minute() ->
         pacer.finish("claude", ticket, LIMITED, 1.6)
     state = pacer.keys["claude"]
     assert state.limit is None and state.not_before == 1.6 + cool_off(1)
-    # Open again, one call first; the rest once the account kept it a while.
     # Open again, one call first (h, refused last, heads the queue); the rest once the account
     # kept it twice as long as the refusals took to come.
     assert [ask(pacer, ticket, 3.6) for ticket in "hgfe"] == [True, False, False, False]
-    opens = 3.6 + trial(state.latency)
+    opens = 3.6 + trial_length(state.latency, state.refusals)
     assert state.latency == pytest.approx(0.1) and opens == 3.6 + LEAST_TRIAL
     assert pacer.ask("claude", "e", PID, 3.6, None).until == opens
     assert [ask(pacer, ticket, opens) for ticket in "gfe"] == [True] * 3  # limit untouched
@@ -131,14 +130,57 @@ def test_lone_refusals_in_a_minute_already_spent_leave_calls_at_once_as_they_wer
 def test_after_a_cool_off_one_call_goes_first_for_twice_as_long_as_a_refusal_took() -> None:
     pacer = Pacer()
     assert ask(pacer, "a", 10.0)
-    pacer.finish("claude", "a", LIMITED, 13.0)  # refused 3 s after it started: alone, it closes
+    pacer.finish("claude", "a", LIMITED, 10.5)  # refused 0.5 s after it started: alone, it closes
     state = pacer.keys["claude"]
-    assert state.latency == 3.0 and state.not_before == 13.0 + cool_off(1)
-    opens = state.not_before
-    assert [ask(pacer, ticket, opens) for ticket in "abc"] == [True, False, False]
-    assert pacer.ask("claude", "b", PID, opens + 1.0, None).until == opens + trial(3.0) == 21.0
-    assert not ask(pacer, "b", opens + trial(3.0) - 0.01)
-    assert [ask(pacer, ticket, opens + trial(3.0)) for ticket in "bc"] == [True, True]
+    assert state.latency == 0.5 and state.not_before == 10.5 + cool_off(1) == 12.5
+    assert trial_length(0.5, 1) == LEAST_TRIAL  # twice 0.5 s, and a second at the least
+    assert [ask(pacer, ticket, 12.5) for ticket in "abc"] == [True, False, False]
+    assert pacer.ask("claude", "b", PID, 13.0, None).until == 12.5 + LEAST_TRIAL
+    assert not ask(pacer, "b", 13.49)
+    assert [ask(pacer, ticket, 13.5) for ticket in "bc"] == [True, True]
+
+
+def test_a_trial_is_never_longer_than_the_cool_off_before_it() -> None:
+    """A refusal that came late (the CLI retried first) would hold every other call back for
+    minutes: the trial ends with the cool-off's length."""
+    assert trial_length(0.8, 1) == 1.6
+    assert trial_length(90.0, 1) == cool_off(1) == 2.0
+    assert trial_length(90.0, 5) == cool_off(5) == 32.0
+
+
+def test_a_trial_refused_closes_the_key_longer_and_the_next_opening_tries_again() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a")
+    pacer.finish("claude", "a", LIMITED, 0.1)
+    state = pacer.keys["claude"]
+    assert [ask(pacer, ticket, 2.1) for ticket in "ab"] == [True, False] and state.trial == "a"
+    pacer.finish("claude", "a", LIMITED, 2.2)  # the trial refused: a second cool-off, twice as long
+    assert state.refusals == 2 and state.not_before == 2.2 + cool_off(2)
+    assert state.reopening and state.trial is None
+    assert [ask(pacer, ticket, 6.2) for ticket in "ab"] == [True, False] and state.trial == "a"
+    # A trial whose process went is handed on, as one that never reached the account is.
+    assert pacer.reclaim(lambda pid: False) == ["a", "b"]
+    assert [pacer.ask("claude", t, 7, 6.3, None).granted for t in "bc"] == [True, False]
+    assert state.trial == "b"
+    pacer.cancel("claude", "b")
+    assert ask(pacer, "c", 6.4) and state.trial == "c"
+
+
+def test_an_opening_long_past_or_a_new_run_lets_every_waiting_call_go() -> None:
+    pacer = Pacer()
+    assert ask(pacer, "a")
+    pacer.finish("claude", "a", LIMITED, 0.1)
+    pacer.cancel("claude", "a")  # it gave up: nobody asked while the key was closed
+    state = pacer.keys["claude"]
+    later = state.not_before + 120.0
+    assert [ask(pacer, ticket, later) for ticket in "bcd"] == [True] * 3
+    assert not state.reopening
+    again = Pacer()
+    assert ask(again, "a")
+    again.finish("claude", "a", LIMITED, 0.1)
+    again.cancel("claude", "a")
+    again.unblock()  # the next run
+    assert [ask(again, ticket, 2.1) for ticket in "bcd"] == [True] * 3
     # A call on trial that ends without reaching the account hands its trial to the next.
     again = Pacer()
     assert ask(again, "a")
@@ -297,6 +339,20 @@ def test_state_round_trips_and_refuses_garbage() -> None:
     state = Pacer.from_dict(earlier).keys["claude"]
     assert state.since == {} and not state.reopening and state.trial is None
     assert state.held == pacer.keys["claude"].held
+    garbage: list[dict[str, object]] = [
+        {"trial": "a", "since": {}},  # on trial without a start: ask would fail at every call
+        {"trial": ["a"]},
+        {"since": [["a", 1.0]]},
+        {"since": {"a": "soon"}},
+        {"latency": 1e400},
+        {"latency": float("nan")},
+        {"latency": -1.0},
+    ]
+    for fields in garbage:
+        bad = pacer.to_dict()
+        bad["claude"].update(fields)
+        with pytest.raises((ValueError, TypeError)):
+            Pacer.from_dict(bad)
     bad = pacer.to_dict()
     bad["claude"]["limit"] = 0
     with pytest.raises(ValueError):
