@@ -38,11 +38,12 @@ def leave_to_python(package: str) -> None:
     asserts state invariants, where a plain ``AssertionError`` says enough. The public way,
     ``PYTEST_DONT_REWRITE`` in a module's docstring, still has the hook parse and compile the
     module in every process; only taking the package off the hook's set of marked names,
-    ``_must_rewrite``, and its cache of answers (pytest >= 3.0; the cache >= 5.4) leaves it to
-    Python. Done once a process, when the package is first imported: a later session in the
-    same process (``pytest.main`` again, an in-process pytester run) marks it again, which costs
-    what lazily imported modules take to rewrite, and nothing else (``plugin.py`` says in its
-    docstring that it needs no rewriting, so pytest does not warn that it is imported already).
+    ``_must_rewrite``, and its cache of answers (both there since pytest 3.x, long before 9.0,
+    the oldest release this package supports) leaves it to Python. Done once a process, when
+    the package is first imported: a later session in the same process (``pytest.main`` again,
+    an in-process pytester run) marks it again, which costs what lazily imported modules take
+    to rewrite, and nothing else (``plugin.py`` says in its docstring that it needs no
+    rewriting, so pytest does not warn that it is imported already).
     """
     rewriting = sys.modules.get("_pytest.assertion.rewrite")
     if rewriting is None:  # not inside pytest: nothing rewrites
