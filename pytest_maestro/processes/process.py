@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import signal
@@ -171,26 +172,19 @@ def _open_log(path: Path, flags: int = 0) -> FileIO:
     return open(fd, "ab", buffering=0)
 
 
-# Each variable of the environment as text, decoded once: copying ``os.environ`` decodes every
-# name and value (a microsecond each) at every phase, and few change from one phase to the next.
-_DECODED: dict[tuple[bytes, bytes], tuple[str, str]] = {}
-_DECODED_MAX = 4096
-
-
 def environment() -> dict[str, str]:
     """A copy of ``os.environ`` as it is now."""
     data = getattr(os.environ, "_data", None)  # CPython's bytes under the text (POSIX)
     if os.name != "posix" or not isinstance(data, dict):
         return dict(os.environ)
-    copy: dict[str, str] = {}
-    for item in data.items():
-        text = _DECODED.get(item)
-        if text is None:
-            if len(_DECODED) >= _DECODED_MAX:
-                _DECODED.clear()
-            text = _DECODED[item] = (os.fsdecode(item[0]), os.fsdecode(item[1]))
-        copy[text[0]] = text[1]
-    return copy
+    return dict(map(_decoded, data.items()))
+
+
+# Copying ``os.environ`` decodes every name and value (a microsecond each) at every phase, and
+# few change from one phase to the next: each (name, value) is decoded once.
+@functools.lru_cache(maxsize=4096)
+def _decoded(item: tuple[bytes, bytes]) -> tuple[str, str]:
+    return os.fsdecode(item[0]), os.fsdecode(item[1])
 
 
 def run_process(
