@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..scheduling.pacing import Decision, Pacer
+from ..scheduling.pacing import Decision, Pacer, as_seconds
 from ..state.aside import into_archive
 from ..state.lock import process_exists
 from ..state.paths import SessionPaths
@@ -105,7 +105,7 @@ class AccountSlots:
             data: Any = json.loads(text)
             if data["version"] != VERSION:
                 raise ValueError(f"version {data['version']!r}")
-            waits = {str(k): float(v) for k, v in dict(data["waited"]).items()}
+            waits = {str(k): as_seconds(v) for k, v in dict(data["waited"]).items()}
             return text, Pacer.from_dict(data["keys"]), waits
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.notes.append(

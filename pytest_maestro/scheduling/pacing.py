@@ -117,23 +117,24 @@ class KeyState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KeyState:
         """ValueError, TypeError or KeyError for anything but what ``to_dict`` wrote."""
-        limit = data["limit"]
+        limit, until = data["limit"], data["blocked_until"]
         state = cls(
             limit=None if limit is None else _whole(limit, 1),
             held={str(t): _whole(p, 1) for t, p in dict(data["held"]).items()},
             queue=[(str(t), _whole(p, 1)) for t, p in data["queue"]],
-            not_before=float(data["not_before"]),
+            not_before=as_seconds(data["not_before"]),
             clean=_whole(data["clean"], 0),
             refusals=_whole(data["refusals"], 0),
             blocked=None if data["blocked"] is None else str(data["blocked"]),
-            blocked_until=None if data["blocked_until"] is None else float(data["blocked_until"]),
+            # A NaN here would keep the key closed, or blocked, for good: no moment is past it.
+            blocked_until=None if until is None else as_seconds(until),
             per_model=bool(data["per_model"]),
             proven=_whole(data["proven"], 0),
             probing=bool(data["probing"]),
             failed=_whole(data["failed"], 0),
             # Not in a file an earlier version wrote: nothing on trial then.
-            since={str(t): _seconds(at) for t, at in _mapping(data.get("since", {})).items()},
-            latency=_seconds(data.get("latency", 0.0)),
+            since={str(t): as_seconds(at) for t, at in _mapping(data.get("since", {})).items()},
+            latency=as_seconds(data.get("latency", 0.0)),
             reopening=bool(data.get("reopening", False)),
             trial=data.get("trial"),
         )
@@ -142,7 +143,7 @@ class KeyState:
         return state
 
 
-def _seconds(value: Any) -> float:
+def as_seconds(value: Any) -> float:
     seconds = float(value)
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"not a time in seconds: {value!r}")

@@ -127,7 +127,17 @@ def test_a_slot_held_by_a_process_that_died_is_reclaimed(tmp_path: Path) -> None
     assert list(state["held"]) == [got.ticket] and state["queue"] == []
 
 
-@pytest.mark.parametrize("garbage", ["", "{", "[1, 2]", '{"version": 1, "keys": {"x": 1}}'])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "",
+        "{",
+        "[1, 2]",
+        '{"version": 1, "keys": {"x": 1}}',
+        # A wait no clock ends (json reads NaN): the run's summary would say "waited nan".
+        '{"version": 1, "keys": {}, "waited": {"s": NaN}}',
+    ],
+)
 def test_a_damaged_file_is_started_afresh_in_one_line(tmp_path: Path, garbage: str) -> None:
     (tmp_path / "pacing.json").write_text(garbage)
     slots = AccountSlots(SessionPaths(tmp_path, "s"))

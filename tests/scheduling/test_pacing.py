@@ -347,6 +347,12 @@ def test_state_round_trips_and_refuses_garbage() -> None:
         {"latency": 1e400},
         {"latency": float("nan")},
         {"latency": -1.0},
+        # A moment no clock reaches: the key would stay closed, or its quota spent, for good.
+        {"not_before": float("nan")},
+        {"not_before": float("inf")},
+        {"blocked": "quota spent", "blocked_until": float("nan")},
+        {"blocked": "quota spent", "blocked_until": float("inf")},
+        {"blocked_until": -5.0},
     ]
     for fields in garbage:
         bad = pacer.to_dict()
