@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from pytest_maestro.state import SessionCorrupt
-from pytest_maestro.state.document import Renderer, parse_session, render
-from pytest_maestro.state.model import PhaseState, SessionDoc, Status
+from pytest_maestro.state import SessionCorrupt, document
+from pytest_maestro.state.document import Renderer, parse_session, phase_fragment, render
+from pytest_maestro.state.model import PhaseError, PhaseState, SessionDoc, Status, Tokens
 
 from ..helpers import FIXTURES
 
@@ -58,15 +60,67 @@ def test_a_renderer_renders_again_only_the_phases_that_changed(
     renderer = Renderer()
     renderer.render(session)
     rendered: list[str] = []
-    to_dict = PhaseState.to_dict
 
-    def counted(self: PhaseState) -> dict[str, object]:
-        rendered.append(self.id)
-        return to_dict(self)
+    def counted(phase: PhaseState) -> str:
+        rendered.append(phase.id)
+        return phase_fragment(phase)
 
-    monkeypatch.setattr(PhaseState, "to_dict", counted)
+    monkeypatch.setattr(document, "phase_fragment", counted)
     session.phases["b"] = replace(session.phases["b"], status=Status.IN_PROGRESS, worker="gw1")
     text = renderer.render(session)
     assert rendered == ["b"]
     assert text == render(session)
     assert parse_session(text, "s.md").phases["b"].worker == "gw1"
+
+
+TEXT = st.text(st.characters() | st.sampled_from("\n \t#:-|>'\"\r\x85\u2028yYn"), max_size=12)
+TEXTS = st.lists(TEXT, max_size=3).map(tuple)
+SOME = st.none() | TEXT
+COUNT = st.integers(0, 2**40)
+FIELDS = dict(
+    id=TEXT,
+    name=TEXT | st.sampled_from(["null", "true", "1.5", "- x", "a: b"]),
+    status=st.sampled_from(Status),
+    agents=TEXTS,
+    parallel=st.booleans(),
+    blocked_by=TEXTS,
+    started=SOME,
+    completed=SOME,
+    attempts=st.integers(0, 5),
+    files_created=TEXTS,
+    files_modified=TEXTS,
+    files_deleted=TEXTS,
+    result=SOME,
+    worker=SOME,
+    definition=SOME,
+    tokens=st.just(Tokens()) | st.builds(Tokens, COUNT, COUNT, COUNT),
+)
+# The common shape (what the fast path writes), and any shape at all.
+COMMON = st.builds(PhaseState, **FIELDS)
+ANY = st.builds(
+    PhaseState,
+    **FIELDS
+    | dict(
+        downstream_context=st.dictionaries(TEXT, TEXT, max_size=2),
+        errors=st.lists(st.builds(PhaseError, TEXT, TEXT, TEXT, TEXT), max_size=1).map(tuple),
+        tokens=st.builds(Tokens, COUNT, COUNT, COUNT, st.floats(0, 9), st.booleans(), COUNT, TEXTS),
+        unverified=st.booleans(),
+        review=st.none() | st.just({"passed": True}),
+    ),
+)
+
+
+def written_key_by_key(phase: PhaseState) -> str:
+    lines: list[str] = []
+    document._sequence([phase.to_dict()], "", lines)
+    return "\n".join(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(COMMON | ANY)
+@example(PhaseState("a", "A"))  # a pending phase as a new session writes it
+@example(PhaseState("a", "A", result="two\nlines"))  # a block: the generic writer's
+def test_a_phase_is_written_as_the_generic_writer_writes_its_fields(phase: PhaseState) -> None:
+    """The fast path for the common phase writes the very text the key-by-key writer does, for
+    every shape of phase, so the file reads back the same whichever wrote it."""
+    assert phase_fragment(phase) == written_key_by_key(phase)
