@@ -40,9 +40,10 @@ or its waiting. The goals are on wall time. To compare two versions, run both si
 
 ``--instructions`` instead counts the instructions per item that the pytest process itself runs,
 plain's and maestro's without ``-n`` (and ``--package``'s), under valgrind's cachegrind: its
-commands, the kernel and any waiting are not counted, but the figure moves by well under 1% from
-one run to the next, where wall times move by a fifth. It shows whether a change to the Python
-of the hot path made it cheaper, before the wall times can.
+commands, the kernel and any waiting are not counted, nor the cyclic garbage collector and the
+session file's live rewrite (both come at moments a small change moves: see ``STEADY``), but the
+figure moves by well under 1% from one run to the next, where wall times move by a fifth. It
+shows whether a change to the Python of the hot path made it cheaper, before the wall times can.
 
 ``--package DIR`` runs each maestro case a second time, right after the first, with another
 checkout's ``pytest_maestro`` first on PYTHONPATH (rows marked ``(pkg)``): a before and after
@@ -261,20 +262,36 @@ def profile(runs: Runs, count: int, top: int) -> None:
 VALGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
 
 
+# Loaded into the runs counted under cachegrind. Without the cyclic garbage collector: its
+# collections come at allocation thresholds, so a change that allocates a little less moves a
+# whole collection out of the run of 60 and the count by 0.3-0.4 M an item either way (young
+# collections, what the collector costs an item, are well under 0.1 M). And for maestro without
+# the session file's live rewrite: a thread woken by the wall clock, which cachegrind slows
+# fiftyfold, so it would render the session in some runs and not in others.
+STEADY = "import gc\n\ngc.disable()\n"
+NO_LIVE_REWRITE = """\
+import pytest_maestro.run.recorder as recorder
+assert isinstance(recorder.REFRESH, float), "bench_overhead: the live rewrite's interval moved"
+recorder.REFRESH = 1e6
+"""
+
+
 def instructions(runs: Runs, case: Case, sizes: tuple[int, int]) -> float:
     """Instructions per item that the pytest process itself runs (its commands not counted:
-    valgrind follows no child), from its runs of the two ``sizes`` under cachegrind."""
+    valgrind follows no child), from its runs of the two ``sizes`` under cachegrind, steadied
+    (``STEADY``, ``NO_LIVE_REWRITE``)."""
     counts = []
     for n in sizes:
-        files = {"test_plain.py": plain_tests(n)} if "plain" in case.label else {}
+        plain = "plain" in case.label
+        files = {"test_plain.py": plain_tests(n)} if plain else {}
         files = files or {"plan.json": json.dumps(phases_plan(n))}
-        workdir = runs.project(files)
+        steady = STEADY if plain else STEADY + NO_LIVE_REWRITE
+        workdir = runs.project({**files, "_steady.py": steady})
         env = dict(os.environ, PYTHONHASHSEED="0")
-        if case.package is not None:
-            env["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [str(case.package), env.get("PYTHONPATH")])
-            )
-        argv = [*VALGRIND, sys.executable, *case.args, f"--basetemp={workdir / 'basetemp'}"]
+        path = [str(case.package) if case.package else "", str(workdir), env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+        argv = [*VALGRIND, sys.executable, *case.args, "-p", "_steady"]
+        argv.append(f"--basetemp={workdir / 'basetemp'}")
         done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, env=env)
         found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if done.returncode != 0 or found is None:
