@@ -98,16 +98,24 @@ class AccountSlots:
 
     def _read(self) -> tuple[str, Pacer, dict[str, float]]:
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return "", Pacer(), {}
         try:
+            text = raw.decode()
             data: Any = json.loads(text)
             if data["version"] != VERSION:
                 raise ValueError(f"version {data['version']!r}")
             waits = {str(k): as_seconds(v) for k, v in dict(data["waited"]).items()}
             return text, Pacer.from_dict(data["keys"]), waits
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+            OverflowError,
+        ) as exc:
             self.notes.append(
                 f"the account's call slots in {self.path} could not be read ({type(exc).__name__}"
                 f"): started afresh; {self._keep_damaged()}"

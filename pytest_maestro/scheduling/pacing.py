@@ -144,7 +144,10 @@ class KeyState:
 
 
 def as_seconds(value: Any) -> float:
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer past any float
+        seconds = math.inf
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"not a time in seconds: {value!r}")
     return seconds

@@ -136,17 +136,19 @@ def test_a_slot_held_by_a_process_that_died_is_reclaimed(tmp_path: Path) -> None
         '{"version": 1, "keys": {"x": 1}}',
         # A wait no clock ends (json reads NaN): the run's summary would say "waited nan".
         '{"version": 1, "keys": {}, "waited": {"s": NaN}}',
+        '{"version": 1, "keys": {}, "waited": {"s": 1' + "0" * 400 + "}}",  # past any float
+        "\udcff\udcfe{",  # not UTF-8: bytes 0xff 0xfe, as the file holds them
     ],
 )
 def test_a_damaged_file_is_started_afresh_in_one_line(tmp_path: Path, garbage: str) -> None:
-    (tmp_path / "pacing.json").write_text(garbage)
+    (tmp_path / "pacing.json").write_bytes(garbage.encode(errors="surrogateescape"))
     slots = AccountSlots(SessionPaths(tmp_path, "s"))
     got = slots.acquire("claude", None, 1.0)
     assert got.ticket is not None
     [note] = slots.notes
     assert "could not be read" in note and "\n" not in note
     [kept] = (tmp_path / "archive").iterdir()  # the damaged file is kept, not overwritten
-    assert kept.read_text() == garbage and f"kept as {kept}" in note
+    assert kept.read_text(errors="surrogateescape") == garbage and f"kept as {kept}" in note
     slots.release(got.key, got.ticket, CLEAN)
     assert json.loads((tmp_path / "pacing.json").read_text())["version"] == 1
 
