@@ -145,8 +145,20 @@ class SessionWatch:
 
 def record_owner(path: Path) -> int | None:
     """The pid of the process whose running record ``path`` is."""
-    pid = path.name[: -len(RECORD_SUFFIX)].rsplit(".", 1)[-1]
-    return int(pid) if pid.isdigit() else None
+    return _pid(path.name[: -len(RECORD_SUFFIX)].rsplit(".", 1)[-1])
+
+
+# A process or group id is a positive C int: a record's line past it names none (a damaged or
+# hostile record), and ``os.kill`` would raise OverflowError on it.
+_PID_MAX = 2**31 - 1
+
+
+def _pid(text: str) -> int | None:
+    """The number ``text`` writes in ASCII digits, if it may be a process id."""
+    if not (text.isascii() and text.isdigit()):  # "²".isdigit(), but int("²") fails
+        return None
+    number = int(text)
+    return number if 0 < number <= _PID_MAX else None
 
 
 def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:
@@ -187,7 +199,7 @@ def read_running_record(path: Path) -> LeftRunning:
     first, _, rest = text.partition("\n")
     try:
         phase = json.loads(first) if first else None
-    except ValueError:  # a write the kill cut short
+    except (ValueError, RecursionError):  # a write the kill cut short, or not one of ours
         phase = None
     groups = tuple(line for line in rest.split("\n") if line)
     return LeftRunning(path, phase if isinstance(phase, str) else None, groups)
@@ -224,13 +236,12 @@ def end_groups(groups: Iterable[str], grace: float = 0.0) -> list[int]:
 def _recorded_id(line: str) -> int | None:
     """The group or session id a record's line names, if it may still be the recorded one."""
     head, *window_text = line.split()[:3] or [""]
-    text = head[1:] if head.startswith("s") else head
-    if not text.isdigit():
+    pid = _pid(head[1:] if head.startswith("s") else head)
+    if pid is None:
         return None
-    pid = int(text)
     if pid in (os.getpgid(0), os.getsid(0)):
         return None  # never our own
-    window = [int(t) for t in window_text if t.isdigit()]
+    window = [int(t) for t in window_text if t.isascii() and t.isdigit()]
     now = _start_ticks(pid)
     if now is not None and not (window and window[0] <= now <= window[-1]):
         return None  # reused: the leader is another process now (or unknown as ours)

@@ -159,12 +159,13 @@ class SessionPaths:
     def running_records(self) -> list[Path]:
         """This session's running records, whichever process left them."""
         prefix = f"{self.name}."
-        return [
-            path
-            for path in self.logs.glob(f"*{RECORD_SUFFIX}")
-            if path.name.startswith(prefix)
-            and path.name[len(prefix) : -len(RECORD_SUFFIX)].isdigit()  # not another plan's
-        ]
+        found = []
+        for path in self.logs.glob(f"*{RECORD_SUFFIX}"):
+            pid = path.name[len(prefix) : -len(RECORD_SUFFIX)]
+            # Not another plan's, nor what is no file: a record is one this tool wrote.
+            if path.name.startswith(prefix) and pid.isascii() and pid.isdigit() and path.is_file():
+                found.append(path)
+        return found
 
 
 # The files of the phases running now, named once: each is asked for several times a phase, by
