@@ -51,6 +51,14 @@ class Bounds:
             raise NumberError(f"must be {self.rule()}, got {_shown(value)}")
         return float(value) if not self.whole else int(value)
 
+    def holds(self, value: Any) -> bool:
+        """Whether ``check`` takes ``value``."""
+        try:
+            self.check(value)
+        except NumberError:
+            return False
+        return True
+
 
 def _shown(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**60:
@@ -82,6 +90,9 @@ TIMEOUT_MINUTES = Bounds(0, WEEK / 60, above=True)
 TURNS = Bounds(1, 100_000, whole=True)
 TEMPERATURE = Bounds(0, 2)
 
+# A process or group id read from a file this tool wrote (a running record, a lock's info): a
+# positive C int, where os.kill takes it; 0 and below would signal a group, or every process.
+PID = Bounds(0, 2**31 - 1, above=True, whole=True)
 # What an agent CLI's reply may say it used: more tokens or dollars than this in one call is
 # a broken reply, and NaN or a negative cost would disable or undo the budget.
 REPLY_TOKENS = Bounds(0, 10**15, whole=True)

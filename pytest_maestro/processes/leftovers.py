@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from ..numbers import PID
 from ..state.journal import fsync_dir
 from ..state.paths import RECORD_SUFFIX, SPARE_SUFFIX
 from .reaping import children, descendants, process, processes, reap
@@ -148,17 +149,13 @@ def record_owner(path: Path) -> int | None:
     return _pid(path.name[: -len(RECORD_SUFFIX)].rsplit(".", 1)[-1])
 
 
-# A process or group id is a positive C int: a record's line past it names none (a damaged or
-# hostile record), and ``os.kill`` would raise OverflowError on it.
-_PID_MAX = 2**31 - 1
-
-
 def _pid(text: str) -> int | None:
-    """The number ``text`` writes in ASCII digits, if it may be a process id."""
+    """The number ``text`` writes in ASCII digits, if it may be a process id: a record's line
+    past any (a damaged or hostile record) names none."""
     if not (text.isascii() and text.isdigit()):  # "²".isdigit(), but int("²") fails
         return None
     number = int(text)
-    return number if 0 < number <= _PID_MAX else None
+    return number if PID.holds(number) else None
 
 
 def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:

@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..numbers import PID
+from ..texts import one_line
 from .journal import atomic_write, fsync_dir
 from .model import StateError, now
 from .paths import SessionPaths
@@ -51,18 +53,22 @@ def holder_of(paths: SessionPaths, *, alive: bool = False) -> str | None:
     run left the file)."""
     try:
         info = json.loads(paths.info.read_text(encoding="utf-8"))
-        pid = int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+        pid, since = info["pid"], info.get("since", "?")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+    if type(pid) is not int or not PID.holds(pid) or not isinstance(since, str):
+        return None  # not what this tool writes: it names no one
     if alive and not process_exists(pid):
         return None
-    return f"pid {pid} since {info.get('since', '?')}"
+    return f"pid {pid} since {one_line(since)}"
 
 
 def process_exists(pid: int) -> bool:
     """Whether process ``pid`` exists (signal 0 asks; not on Windows, where it is assumed)."""
     if os.name == "nt":
         return True
+    if not PID.holds(pid):  # os.kill would raise OverflowError, or signal a group
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

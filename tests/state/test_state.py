@@ -43,6 +43,7 @@ from pytest_maestro.state import store as store_module
 from pytest_maestro.state.document import dump_yaml, parse_session
 from pytest_maestro.state.journal import read_journal
 from pytest_maestro.state.live import next_wait
+from pytest_maestro.state.lock import holder_of, process_exists
 from pytest_maestro.state.model import PhaseState, evolve
 from pytest_maestro.state.resume import INTERRUPTED
 from pytest_maestro.views.markdown_report import session_report
@@ -1038,3 +1039,28 @@ def test_evolve_is_replace_for_fields_and_refuses_others() -> None:
     assert old.attempts == 2 and old.status is Status.PENDING  # the old state is untouched
     with pytest.raises(TypeError, match="no fields \\['colour'\\]"):
         evolve(old, {"colour": "red"})
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        '{"pid": 1e400, "since": "x"}',  # infinity: int() of it overflows
+        '{"pid": 1' + "0" * 40 + ', "since": "x"}',  # past any pid: os.kill overflows
+        '{"pid": -1, "since": "x"}',  # signal 0 to -1 asks about every process
+        '{"pid": 0, "since": "x"}',  # and to 0 about our own group
+        '{"pid": true, "since": {"a": 1}}',
+        '{"pid": 12, "since": {"a": 1}}',
+        "[" * 100_000,
+        "[1]",
+    ],
+)
+def test_a_lock_info_this_tool_did_not_write_names_no_holder(tmp_path: Path, info: str) -> None:
+    paths = SessionPaths(tmp_path, "s")
+    paths.info.write_text(info)
+    assert holder_of(paths) is None
+    assert holder_of(paths, alive=True) is None
+
+
+def test_no_process_exists_past_the_ids_a_process_may_have() -> None:
+    assert process_exists(os.getpid())
+    assert not any(process_exists(pid) for pid in (0, -1, 2**31, 10**40))
