@@ -206,7 +206,10 @@ class PhaseState:
             files_created=f.texts("files_created"),
             files_modified=f.texts("files_modified"),
             files_deleted=f.texts("files_deleted"),
-            downstream_context=dict(context) if isinstance(context, Mapping) else {"text": context},
+            # YAML keys may be numbers or words (``5: x``, ``yes: x``): the session's are text.
+            downstream_context={str(k): v for k, v in context.items()}
+            if isinstance(context, Mapping)
+            else {"text": context},
             errors=tuple(
                 PhaseError.from_mapping(e, f"phase {pid!r} error {n}")
                 for n, e in enumerate(errors, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -124,3 +125,13 @@ def test_a_phase_is_written_as_the_generic_writer_writes_its_fields(phase: Phase
     """The fast path for the common phase writes the very text the key-by-key writer does, for
     every shape of phase, so the file reads back the same whichever wrote it."""
     assert phase_fragment(phase) == written_key_by_key(phase)
+
+
+@pytest.mark.parametrize("key", ["5", "true", "1.5", "null"])
+def test_a_context_key_yaml_reads_as_no_text_is_read_as_text(key: str) -> None:
+    """A hand-edited session (``downstream_context: {5: x}``) is read, its keys as text, and
+    written again: not an error deep in the next run's first rewrite."""
+    text = render(doc()).replace("downstream_context: {}", f"downstream_context: {{{key}: x}}", 1)
+    read = parse_session(text, "s.md")
+    assert read.phases["a"].downstream_context == {str(yaml.safe_load(key)): "x"}
+    assert parse_session(render(read), "s.md") == read
