@@ -16,8 +16,9 @@ from pathlib import Path
 
 from .. import git
 from ..plan import Phase
+from ..texts import one_line
 from ..texts import shown as shown  # where the modules that show paths have it from
-from .putback import Restored, put_back, read
+from .putback import Restored, RestoreError, keep_aside, put_back, read
 
 
 class OutsideRoot(ValueError):
@@ -76,17 +77,45 @@ class FileSnapshot:
 
     @classmethod
     def load(cls, root: Path, archive: Path) -> FileSnapshot | None:
-        """The pre-images saved in ``archive``; None when there are none (or unreadable)."""
+        """The pre-images saved in ``archive``; None when there are none. UnreadablePreimages
+        when the file is there but holds no pre-images this tool wrote (damaged)."""
         try:
             with tarfile.open(archive) as tar:
                 manifest = json.loads(_member(tar, "manifest.json"))
+                if not all(type(p) is str and type(b) is bool for p, b in manifest.items()):
+                    raise ValueError("its manifest is not one this tool wrote")
                 contents = tuple(
                     (relative, _member(tar, f"files/{index}") if present else None)
                     for index, (relative, present) in enumerate(manifest.items())
                 )
-        except (OSError, tarfile.TarError, KeyError, ValueError, AttributeError):
+        except FileNotFoundError:
             return None
+        except (
+            OSError,
+            tarfile.TarError,
+            KeyError,
+            ValueError,
+            AttributeError,
+            RecursionError,
+        ) as exc:
+            why = one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 120)
+            raise UnreadablePreimages(
+                f"its pre-images {archive.name} cannot be read ({why})"
+            ) from None
         return cls(root, contents)
+
+
+class UnreadablePreimages(RestoreError):
+    """Pre-images on disk that are not what this tool wrote: nothing can be put back from them."""
+
+
+def left_as_they_are(
+    files: tuple[str, ...], archive: Path, kept: Path, error: UnreadablePreimages
+) -> list[Restored]:
+    """A phase's declared files left as they are, its pre-images unreadable: those moved to
+    ``kept`` (a name no run reuses), and a line for each file saying so."""
+    moved = keep_aside(archive, kept)
+    return [Restored(relative, moved, left=str(error)) for relative in files]
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

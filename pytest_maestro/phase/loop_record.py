@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files.declared import FileSnapshot, OutsideRoot, inside
-from ..files.putback import read
+from ..files.declared import FileSnapshot, OutsideRoot, UnreadablePreimages, inside
+from ..files.putback import keep_aside, read
 from ..plan import Phase
 from ..review.verdict import Review
 from ..runtimes import AgentResult
@@ -219,7 +219,10 @@ def left_off(
         raise LoopRecordError(f"{changed} changed since {record.point}")
     if not phase.files.all():
         return record, FileSnapshot(root, ())
-    before = FileSnapshot.load(root, paths.preimage(phase.id))
+    try:
+        before = FileSnapshot.load(root, paths.preimage(phase.id))
+    except UnreadablePreimages:
+        before = None
     if before is None or dict(before.contents).keys() != set(phase.files.all()):
         raise LoopRecordError("its files from before the phase (its pre-images) cannot be read")
     return record, before
@@ -249,7 +252,12 @@ def going_on(
             return left[0], left[1], None
     except LoopRecordError as exc:
         why = str(exc)
-    return None, FileSnapshot.load(root, paths.preimage(phase.id)), why
+    preimage = paths.preimage(phase.id)
+    try:
+        return None, FileSnapshot.load(root, preimage), why
+    except UnreadablePreimages as exc:  # kept aside, never saved over: its files stay as they are
+        kept = keep_aside(preimage, paths.kept_preimage(phase.id))
+        return None, None, f"{why}; {exc}, " + (f"kept at {kept}" if kept else "left in place")
 
 
 def drop(path: Path) -> None:

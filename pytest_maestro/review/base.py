@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files.declared import FileSnapshot, stays_inside
+from ..files.declared import FileSnapshot, UnreadablePreimages, stays_inside
 from ..git import GitError, commit_tree, git_text, rev, run_git, set_ref, snapshot_tree
 from ..isolation.shared_refs import ref_part
 from ..state.paths import SessionPaths
@@ -69,7 +69,10 @@ class RunBase:
         """The unified diff from ``base`` to the work tree now; a line that says why when it
         cannot be had (the base is gone), for the reviewer to judge the files as they are."""
         if base == FILES:
-            before = FileSnapshot.load(self.root, self.saved)
+            try:
+                before = FileSnapshot.load(self.root, self.saved)
+            except UnreadablePreimages as exc:
+                return f"# the base of the change: {exc}: no diff\n"
             if before is None:
                 return f"# the base of the change ({self.saved}) is gone: no diff\n"
             return attempt_diff(self.root, before, ())

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..files.declared import FileSnapshot
+from ..files.declared import FileSnapshot, UnreadablePreimages, left_as_they_are
 from ..files.putback import Restored, RestoreError
 from ..phase.facts import PhaseFacts, SkipKind
 from ..phase.loop_record import LoopRecord, LoopRecordError, drop, left_off
@@ -115,7 +115,12 @@ class Recorder:
     def _put_back(self, phase_id: str) -> list[Restored]:
         """A half-done phase's declared files put back from its pre-images (none: it had changed
         nothing yet), RestoreError with nothing written."""
-        before = FileSnapshot.load(self.root, self._preimage(phase_id))
+        preimage = self._preimage(phase_id)
+        try:
+            before = FileSnapshot.load(self.root, preimage)
+        except UnreadablePreimages as exc:  # kept aside: its files stay as the kill left them
+            kept = self.paths.kept_preimage(phase_id)
+            return left_as_they_are(self.plan.phase(phase_id).files.all(), preimage, kept, exc)
         if before is None:
             return []
         return before.restore(self.paths.replaced(phase_id, "interrupted"))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -318,6 +320,54 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
         "after a killed run: phase 'edit': restored data.txt (the content it replaced is kept at"
         in (result.stdout)
     )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(os.urandom(10240), id="garbage"),
+        pytest.param(b"", id="empty"),
+        pytest.param(None, id="manifest-of-a-list"),
+    ],
+)
+def test_pre_images_that_cannot_be_read_are_kept_and_said_not_skipped(
+    pytester: pytest.Pytester, damage: bytes | None
+) -> None:
+    """The files of a killed phase whose pre-images are damaged stay as the kill left them, and
+    the run says so, file by file, with where the damaged pre-images went: they were skipped,
+    silently, and deleted."""
+    root = pytester.path
+    (root / "data.txt").write_text("the user's text\n")
+    run = ["echo half >> data.txt; touch started; if rm first 2>/dev/null; then sleep 30; fi"]
+    write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
+    (root / "first").touch()
+    command = _pytest("-p", "no:hypothesispytest")
+    killed = _start(root, command)
+    deadline = time.monotonic() + 30
+    while not (root / "started").exists() or not _groups_recorded(root):
+        assert time.monotonic() < deadline, "the phase never started"
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)  # its command sleeps on: the next run ends it
+    killed.wait()
+    (preimage,) = (root / ".maestro" / "preimages").glob("*.tar")
+    if damage is None:
+        with tarfile.open(preimage, "w") as tar:
+            manifest = json.dumps(["data.txt"]).encode()
+            info = tarfile.TarInfo("manifest.json")
+            info.size = len(manifest)
+            tar.addfile(info, io.BytesIO(manifest))
+    else:
+        preimage.write_bytes(damage)
+    damaged = preimage.read_bytes()
+    result = _finish(root, command)
+    assert result.returncode == 0, result.stdout[-2000:]
+    [said] = [line for line in result.stdout.splitlines() if "not put back data.txt" in line]
+    assert f"its pre-images {preimage.name} cannot be read (" in said
+    assert said.endswith(".tar)") and "left as it is (its content from before" in said
+    (kept,) = (root / ".maestro" / "replaced" / "edit").glob("*-pre-images/edit.tar")
+    assert kept.read_bytes() == damaged
+    # Run again over the file as the kill left it, its half-done line and all.
+    assert (root / "data.txt").read_text() == "the user's text\nhalf\nhalf\n"
 
 
 @pytest.mark.slow
