@@ -4,6 +4,7 @@ at ``--maestro-report``, and the same report appended to GitHub's step summary w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,8 @@ def write_outputs(
     written = None
     if report is not None:  # rendered only to be written: it costs O(phases)
         text = run_report.render(run)
+        with contextlib.suppress(OSError):  # else _write says why it could not be written
+            report.parent.mkdir(parents=True, exist_ok=True)
         written = _write(report, f"{REPORT_MARKER}\n{text}", problems, "report")
     step = env.get("GITHUB_STEP_SUMMARY", "").strip()
     step_path = _append_bounded(Path(step), run, problems) if step else None
@@ -66,7 +69,7 @@ def report_refusal(report: Path, plan: Path) -> str | None:
         return "is the plan"
     try:
         info = report.stat()
-    except FileNotFoundError:
+    except FileNotFoundError:  # its folders are made as pytest's --junitxml makes them
         return None
     except OSError as exc:
         return f"cannot be looked at: {exc.strerror or exc}"

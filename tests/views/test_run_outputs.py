@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from pytest_maestro.state.model import PhaseState, SessionDoc, Status
-from pytest_maestro.views.outputs import MERMAID_LIMIT, STEP_SUMMARY_LIMIT, write_outputs
+from pytest_maestro.views.outputs import (
+    MERMAID_LIMIT,
+    REPORT_MARKER,
+    STEP_SUMMARY_LIMIT,
+    write_outputs,
+)
 from pytest_maestro.views.rows import view
 from pytest_maestro.views.summary import summary_dict, summary_json
 
@@ -69,6 +74,17 @@ def test_a_report_over_the_plan_or_a_users_file_is_refused_in_one_line(
     assert (pytester.path / report).read_bytes() == before
     assert plan.is_file()
     assert not (pytester.path / "ran.txt").exists()
+
+
+def test_a_report_in_folders_not_there_yet_is_written_there(pytester: pytest.Pytester) -> None:
+    """As pytest's --junitxml makes its folders: not found out after the run, as a report
+    that could not be written."""
+    write_plan(pytester, [phase("a", "true")])
+    report = pytester.path / "out" / "ci" / "report.md"
+    ran = pytester.runpytest("--maestro", "plan.yaml", "--maestro-report", "out/ci/report.md")
+    ran.assert_outcomes(passed=1)
+    assert "could not write" not in ran.stdout.str()
+    assert report.read_text().startswith(REPORT_MARKER)
 
 
 def test_a_report_this_tool_wrote_is_rewritten_and_an_empty_file_taken(
