@@ -229,12 +229,13 @@ def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
             who = Fields(entry).text("agent") or "default"
             doc.tokens += spent
             doc.by_agent[who] = doc.by_agent.get(who, Tokens()) + spent
-    elif op == "session":
-        for key, value in Fields(entry).mapping("fields").items():
-            if key in SESSION_FIELDS:
-                setattr(doc, key, value)
+    elif op == "session":  # read as the snapshot reads them: what one takes, the other does
+        fields = Fields(Fields(entry).mapping("fields"), "fields")
+        for key in SESSION_FIELDS & fields.raw.keys():
+            value = fields.raw[key] if key == "current_batch" else fields.text(key)
+            setattr(doc, key, value)
     doc.updated = at
-    doc.journal_seq = max(doc.journal_seq, int(entry["seq"]))
+    doc.journal_seq = max(doc.journal_seq, Fields(entry).count("seq"))
 
 
 _NEW_RUN: dict[str, Any] = {

@@ -546,6 +546,33 @@ def test_torn_last_journal_line_is_ignored(tmp_path: Path) -> None:
         assert read_session(paths.snapshot).phases["b"].status is Status.IN_PROGRESS
 
 
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"seq": 10**23, "op": "stop", "reason": "r"}, "field 'seq' must be a whole number"),
+        (
+            {"seq": 9, "op": "session", "fields": {"execution_backend": {"a": 1}}},
+            "fields: field 'execution_backend' must be text",
+        ),
+    ],
+    ids=["seq-past-any-count", "a-session-field-of-no-text"],
+)
+def test_a_journal_entry_the_snapshot_would_refuse_is_refused_as_it_is_read(
+    tmp_path: Path, entry: dict[str, Any], said: str
+) -> None:
+    """Read once, it went into the snapshot, which the run after refused: a run that worked,
+    then one that did not. Now the first run refuses it in one line, the files as they were."""
+    with open_store(tmp_path) as store:
+        complete(store, "a")
+        journal = store.paths.journal
+    journal.write_bytes(journal.read_bytes().rstrip(b"\0") + json.dumps(entry).encode() + b"\n")
+    before = {path: path.read_bytes() for path in (journal, journal.with_suffix(".md"))}
+    with pytest.raises(SessionCorrupt) as refused:
+        open_store(tmp_path)
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+    assert {path: path.read_bytes() for path in before} == before
+
+
 def test_appends_overwrite_zeros_written_ahead(tmp_path: Path) -> None:
     """An append that leaves the file's size alone syncs without a file-system journal commit."""
     with open_store(tmp_path) as store:
