@@ -6,6 +6,7 @@ so a run that names this module with ``-p`` finds it imported and is told it nee
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -329,17 +330,32 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
     if resolved == root:
         raise SettingsError(f"state dir {state_dir!r} is the project root: name a directory in it")
     try:
-        foreign = sorted(p.name for p in resolved.iterdir() if not STATE_FILE.fullmatch(p.name))
+        entries = list(os.scandir(resolved))
+        logs = [e for e in entries if e.name == "logs" and e.is_dir(follow_symlinks=False)]
+        inside = list(os.scandir(logs[0].path)) if logs else []
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
         raise SettingsError(f"state dir {resolved}: {exc.strerror}") from None
+    foreign = sorted(e.name for e in entries if not STATE_FILE.fullmatch(e.name))
     if foreign:
-        shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
         raise SettingsError(
-            f"state dir {resolved} already holds files this tool did not write ({shown}): "
-            "name a directory of its own"
+            f"state dir {resolved} already holds files this tool did not write "
+            f"({_some(foreign)}): name a directory of its own"
         )
+    # Its own files are written where they are: a link in their place would have them written
+    # through it, over whatever it leads to (a journal emptied, a log over a file of the user's).
+    links = sorted(e.name for e in entries if e.is_symlink())
+    links += sorted(f"logs/{e.name}" for e in inside if e.is_symlink())
+    if links:
+        raise SettingsError(
+            f"state dir {resolved} holds symbolic links this tool did not make ({_some(links)}):"
+            " it writes its own files there, never through a link; remove them"
+        )
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
 
 
 def report_allowed(cwd: Path, report: str | None, root: Path, state_dir: str, plan: Path) -> None:

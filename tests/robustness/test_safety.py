@@ -349,6 +349,41 @@ def test_the_state_dir_is_a_directory_of_its_own(
     )
 
 
+@pytest.mark.parametrize(
+    "link",
+    ["plan-*.journal", "plan-*.spend", "logs/a.log", "logs"],
+)
+def test_a_link_in_the_state_dir_is_refused_not_written_through(
+    pytester: pytest.Pytester, link: str
+) -> None:
+    """A journal, ledger or log made a link to a file of the user's had the run write through
+    it: the journal's fold emptied the file, a log replaced it. Now the run refuses before it
+    writes anything, the file and the link as they were."""
+    (pytester.path / "plan.yaml").write_text(
+        yaml.safe_dump({"phases": [{"id": "a", "run": ["echo ran"]}]})
+    )
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    state = pytester.path / ".maestro"
+    (mine := pytester.path / "mine").mkdir()
+    precious = mine / "precious.txt"
+    precious.write_text("the user's line\n")
+    if "*" in link:
+        (path,) = state.glob(link)
+        path.unlink()
+    else:
+        path = state / link
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    path.symlink_to(mine if link == "logs" else precious)
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    shown = path.relative_to(state).as_posix()
+    result.stderr.fnmatch_lines(
+        [f"ERROR: state dir * holds symbolic links this tool did not make ({shown}): *"]
+    )
+    assert precious.read_text() == "the user's line\n" and path.is_symlink()
+    assert sorted(p.name for p in mine.iterdir()) == ["precious.txt"]
+
+
 def test_a_process_that_leaves_its_group_is_found_and_ended(
     pytester: pytest.Pytester, marker: str
 ) -> None:
