@@ -85,7 +85,16 @@ class AccountSlots:
     def _held(self) -> Iterator[tuple[Pacer, dict[str, float]]]:
         """The pacer and the waits per session, read under the lock, written back after."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        try:
+            self._lock.acquire()
+        except TimeoutError:  # filelock's Timeout says only that the lock could not be had
+            lock = self._lock.lock_file
+            raise TimeoutError(
+                f"the account's call slots ({self.path}) stayed locked {LOCK_TIMEOUT:.0f} s by "
+                f"another process: every run in this state dir shares them; if none runs, "
+                f"remove {lock}"
+            ) from None
+        try:
             text, pacer, waits = self._read()
             pacer.reclaim(process_exists)
             yield pacer, waits
@@ -95,6 +104,8 @@ class AccountSlots:
                 temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
                 temporary.write_text(new)
                 os.replace(temporary, self.path)
+        finally:
+            self._lock.release()
 
     def _read(self) -> tuple[str, Pacer, dict[str, float]]:
         try:

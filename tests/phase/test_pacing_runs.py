@@ -272,3 +272,24 @@ def test_a_quota_spent_in_one_phase_blocks_the_next_without_a_call(tmp_path: Pat
     assert second.result.message == (
         "quota spent: daily quota (no further gemini call is made this run)"
     )
+
+
+def test_slots_another_process_keeps_locked_are_one_line_naming_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """filelock says only that its lock could not be acquired, after a minute's silence: the
+    line says whose slots, and what to do when no run holds them."""
+    import filelock
+
+    from pytest_maestro.phase import slots as slots_module
+
+    monkeypatch.setattr(slots_module, "LOCK_TIMEOUT", 0.1)
+    slots = AccountSlots(SessionPaths(tmp_path, "s"))
+    lock = tmp_path / ".pacing.json.lock"
+    with filelock.FileLock(str(lock)), pytest.raises(TimeoutError) as held:
+        slots.acquire("claude", None, 1.0)
+    said = str(held.value)
+    assert said.startswith(f"the account's call slots ({tmp_path / 'pacing.json'}) stayed locked")
+    assert said.endswith(f"if none runs, remove {lock}") and "\n" not in said
+    got = slots.acquire("claude", None, 1.0)  # free again: taken, and let go
+    assert got.ticket is not None
