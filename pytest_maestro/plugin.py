@@ -322,6 +322,8 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
     """The session state belongs to the project, in a directory of its own: refuse a state dir
     that leaves the root, is the root, or already holds files this tool did not write (it
     archives and restores files there: it must never take the user's for its own)."""
+    if not state_dir.isprintable():  # a newline in it would split every line that names it
+        raise SettingsError(f"state dir {state_dir!r} holds a control character: name it plainly")
     resolved = (root / state_dir).resolve()
     if not resolved.is_relative_to(root):
         raise SettingsError(

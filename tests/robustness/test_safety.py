@@ -349,6 +349,18 @@ def test_the_state_dir_is_a_directory_of_its_own(
     )
 
 
+def test_a_state_dir_named_with_a_control_character_is_refused(pytester: pytest.Pytester) -> None:
+    (pytester.path / "plan.yaml").write_text(
+        yaml.safe_dump({"phases": [{"id": "a", "run": ["true"]}]})
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml", "--maestro-state-dir=a\nb")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line] == [
+        "ERROR: state dir 'a\\nb' holds a control character: name it plainly"
+    ]
+    assert sorted(p.name for p in pytester.path.iterdir()) == ["plan.yaml"]
+
+
 @pytest.mark.parametrize(
     "link",
     ["plan-*.journal", "plan-*.spend", "logs/a.log", "logs"],
