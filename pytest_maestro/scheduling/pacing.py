@@ -143,6 +143,11 @@ class KeyState:
         return state
 
 
+# A reset further off than a year is no time this tool can wait for: past it, a retry-after is
+# taken as none said (a spent quota waits for the next run, a rate limit for its cool-off).
+LONGEST_WAIT = 366 * 24 * 3600.0
+
+
 def as_seconds(value: Any) -> float:
     try:
         seconds = float(value)
@@ -242,6 +247,8 @@ class Pacer:
         """The call ``ticket`` ended with ``outcome`` (one of ``OUTCOMES``). A refused call
         waits again at the head of the queue, to be asked for once more: of its model's key
         when the refusal says the limit is the model's (``per_model``: the call's model)."""
+        if retry_after is not None and not (0 <= retry_after <= LONGEST_WAIT):
+            retry_after = None  # no time (a CLI's 400 digits, NaN): no reset time said
         state = self._state(key)
         pid = state.held.get(ticket, 0)
         started = state.since.get(ticket)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -250,6 +251,21 @@ def test_a_retry_after_closes_the_key_until_then() -> None:
     pacer.finish("claude", "a", CLEAN, 6.0)
     assert not ask(pacer, "b", 34.9)
     assert ask(pacer, "b", 35.0)
+
+
+@pytest.mark.parametrize("said", [float("inf"), float("nan"), -1.0, 1e300])
+def test_a_retry_after_that_is_no_time_is_taken_as_none_and_the_state_still_reads_back(
+    said: float,
+) -> None:
+    """A CLI's retry-after of 400 digits reads as infinity: kept, the state file held a moment
+    its reader refuses, and the next reader started every key afresh, slots held and all."""
+    pacer = Pacer()
+    assert ask(pacer, "a") and ask(pacer, "b")
+    pacer.finish("claude", "b", LIMITED, 5.0, retry_after=said)
+    pacer.finish("claude", "a", QUOTA, 6.0, retry_after=said, reason="quota spent")
+    written = json.loads(json.dumps(pacer.to_dict()))  # as the file holds it
+    assert Pacer.from_dict(written).to_dict() == written
+    assert pacer.keys["claude"].blocked_until is None  # a spent quota without a reset time
 
 
 def test_the_limit_grows_back_by_one_after_a_window_of_clean_calls_while_calls_wait() -> None:
