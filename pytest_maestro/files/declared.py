@@ -90,14 +90,9 @@ class FileSnapshot:
                 )
         except FileNotFoundError:
             return None
-        except (
-            OSError,
-            tarfile.TarError,
-            KeyError,
-            ValueError,
-            AttributeError,
-            RecursionError,
-        ) as exc:
+        except OSError as exc:  # the disk, not the file: the next run tries again
+            raise RestoreError(f"its pre-images {archive.name} cannot be read now: {exc}") from None
+        except (tarfile.TarError, KeyError, ValueError, AttributeError, RecursionError) as exc:
             why = one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 120)
             raise UnreadablePreimages(
                 f"its pre-images {archive.name} cannot be read ({why})"
@@ -106,15 +101,19 @@ class FileSnapshot:
 
 
 class UnreadablePreimages(RestoreError):
-    """Pre-images on disk that are not what this tool wrote: nothing can be put back from them."""
+    """Pre-images on disk that are not what this tool wrote (a damaged tar or manifest): nothing
+    can be put back from them, now or later. A read the disk refused is a plain RestoreError."""
 
 
 def left_as_they_are(
     files: tuple[str, ...], archive: Path, kept: Path, error: UnreadablePreimages
 ) -> list[Restored]:
-    """A phase's declared files left as they are, its pre-images unreadable: those moved to
-    ``kept`` (a name no run reuses), and a line for each file saying so."""
+    """A phase's declared files left as they are, its pre-images damaged: those moved to
+    ``kept`` (a name no run reuses), and a line for each file saying so. RestoreError, with
+    nothing moved, when they cannot be moved: never saved over or deleted."""
     moved = keep_aside(archive, kept)
+    if moved is None:
+        raise RestoreError(f"{error}, and cannot be moved aside to {kept.parent}")
     return [Restored(relative, moved, left=str(error)) for relative in files]
 
 

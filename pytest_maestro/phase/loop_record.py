@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.declared import FileSnapshot, OutsideRoot, UnreadablePreimages, inside
-from ..files.putback import keep_aside, read
+from ..files.putback import RestoreError, keep_aside, read
 from ..plan import Phase
 from ..review.verdict import Review
 from ..runtimes import AgentResult
@@ -257,7 +257,9 @@ def going_on(
         return None, FileSnapshot.load(root, preimage), why
     except UnreadablePreimages as exc:  # kept aside, never saved over: its files stay as they are
         kept = keep_aside(preimage, paths.kept_preimage(phase.id))
-        return None, None, f"{why}; {exc}, " + (f"kept at {kept}" if kept else "left in place")
+        if kept is None:  # the phase fails in one line, its pre-images where they are
+            raise RestoreError(f"{exc}, and cannot be moved aside") from None
+        return None, None, f"{why}; {exc}, kept at {kept}"
 
 
 def drop(path: Path) -> None:

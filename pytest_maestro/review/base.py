@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files.declared import FileSnapshot, UnreadablePreimages, stays_inside
+from ..files.declared import FileSnapshot, stays_inside
+from ..files.putback import RestoreError
 from ..git import GitError, commit_tree, git_text, rev, run_git, set_ref, snapshot_tree
 from ..isolation.shared_refs import ref_part
 from ..state.paths import SessionPaths
@@ -71,7 +72,7 @@ class RunBase:
         if base == FILES:
             try:
                 before = FileSnapshot.load(self.root, self.saved)
-            except UnreadablePreimages as exc:
+            except RestoreError as exc:  # damaged, or the disk refused the read
                 return f"# the base of the change: {exc}: no diff\n"
             if before is None:
                 return f"# the base of the change ({self.saved}) is gone: no diff\n"

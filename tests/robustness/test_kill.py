@@ -370,6 +370,35 @@ def test_pre_images_that_cannot_be_read_are_kept_and_said_not_skipped(
     assert (root / "data.txt").read_text() == "the user's text\nhalf\nhalf\n"
 
 
+def test_pre_images_the_disk_will_not_read_stop_the_run_and_stay_for_the_next(
+    pytester: pytest.Pytester,
+) -> None:
+    """Not damage but a read that failed (here a folder in the tar's place): the run stops in
+    one line, as after any restore that cannot be done, and nothing is moved or run."""
+    root = pytester.path
+    (root / "data.txt").write_text("the user's text\n")
+    run = ["echo half >> data.txt; touch started; if rm first 2>/dev/null; then sleep 30; fi"]
+    write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
+    (root / "first").touch()
+    command = _pytest("-p", "no:hypothesispytest")
+    killed = _start(root, command)
+    deadline = time.monotonic() + 30
+    while not (root / "started").exists() or not _groups_recorded(root):
+        assert time.monotonic() < deadline, "the phase never started"
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)  # its command sleeps on: the next run ends it
+    killed.wait()
+    (preimage,) = (root / ".maestro" / "preimages").glob("*.tar")
+    preimage.unlink()
+    preimage.mkdir()
+    result = _finish(root, command)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-2000:]
+    [said] = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert f"phase 'edit', left half-done by a killed run: its pre-images {preimage.name}" in said
+    assert "cannot be read now:" in said and preimage.is_dir()
+    assert (root / "data.txt").read_text() == "the user's text\nhalf\n"  # nothing ran
+
+
 @pytest.mark.slow
 def test_random_kills_keep_the_user_s_edit_and_completed_work_in_one_shared_file(
     pytester: pytest.Pytester,
