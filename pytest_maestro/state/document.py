@@ -184,24 +184,29 @@ def phase_fragment(phase: PhaseState) -> str:
     cost yet) is written in one f-string, five times faster than key by key: every rewrite of the
     snapshot writes each phase that moved, and every phase moves at least twice a run."""
     p, t = phase, phase.tokens
-    common = not (p.errors or p.downstream_context or p.review or p.unverified) and not (
-        t.cost or t.estimated or t.premium_requests or t.unpriced
+    common = (
+        not (p.errors or p.downstream_context or p.review or p.unverified)
+        and not (t.cost or t.estimated or t.premium_requests or t.unpriced)
+        # Of the types the session reads them as: a 1 for true, 2.0 for 2, go the generic way.
+        and type(p.parallel) is bool
+        and type(p.downstream_context) is dict
+        and type(p.attempts) is type(t.input) is type(t.output) is type(t.cached) is int
     )
     if common:
         try:
             return (
                 f"- id: {_one(p.id)}\n  name: {_one(p.name)}\n  status: {_one(p.status.value)}\n"
-                f"  agents:{_items(p.agents)}\n  parallel: {_WORDS[bool(p.parallel)]}\n"
+                f"  agents:{_items(p.agents)}\n  parallel: {_WORDS[p.parallel]}\n"
                 f"  blocked_by:{_items(p.blocked_by)}\n  started: {_one(p.started)}\n"
-                f"  completed: {_one(p.completed)}\n  attempts: {int(p.attempts)}\n"
+                f"  completed: {_one(p.completed)}\n  attempts: {p.attempts}\n"
                 f"  retry_count: {max(p.attempts - 1, 0)}\n"
                 f"  files_created:{_items(p.files_created)}\n"
                 f"  files_modified:{_items(p.files_modified)}\n"
                 f"  files_deleted:{_items(p.files_deleted)}\n"
                 f"  downstream_context: {{}}\n  errors: []\n  result: {_one(p.result)}\n"
                 f"  worker: {_one(p.worker)}\n  definition: {_one(p.definition)}\n"
-                f"  tokens:\n    input: {int(t.input)}\n    output: {int(t.output)}\n"
-                f"    cached: {int(t.cached)}"
+                f"  tokens:\n    input: {t.input}\n    output: {t.output}\n"
+                f"    cached: {t.cached}"
             )
         except _Generic:
             pass

@@ -121,6 +121,11 @@ def written_key_by_key(phase: PhaseState) -> str:
 @given(COMMON | ANY)
 @example(PhaseState("a", "A"))  # a pending phase as a new session writes it
 @example(PhaseState("a", "A", result="two\nlines"))  # a block: the generic writer's
+# Values of a type the session never reads them as: the generic writer's too.
+@example(PhaseState("a", "A", parallel=1))  # type: ignore[arg-type]
+@example(PhaseState("a", "A", attempts=True))
+@example(PhaseState("a", "A", attempts=2.0))  # type: ignore[arg-type]
+@example(PhaseState("a", "A", tokens=Tokens(1.0)))  # type: ignore[arg-type]
 def test_a_phase_is_written_as_the_generic_writer_writes_its_fields(phase: PhaseState) -> None:
     """The fast path for the common phase writes the very text the key-by-key writer does, for
     every shape of phase, so the file reads back the same whichever wrote it."""
