@@ -88,11 +88,10 @@ class AccountSlots:
         try:
             self._lock.acquire()
         except TimeoutError:  # filelock's Timeout says only that the lock could not be had
-            lock = self._lock.lock_file
             raise TimeoutError(
-                f"the account's call slots ({self.path}) stayed locked {LOCK_TIMEOUT:.0f} s by "
-                f"another process: every run in this state dir shares them; if none runs, "
-                f"remove {lock}"
+                f"the account's call slots ({self.path}) stayed locked {LOCK_TIMEOUT:g} s by "
+                "another process: every run in this state dir shares them, and one holds them "
+                f"still (a run that hangs?); the lock is {self._lock.lock_file}"
             ) from None
         try:
             text, pacer, waits = self._read()
