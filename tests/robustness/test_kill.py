@@ -322,20 +322,9 @@ def test_files_of_an_interrupted_phase_are_restored_from_their_pre_images(
     )
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        pytest.param(os.urandom(10240), id="garbage"),
-        pytest.param(b"", id="empty"),
-        pytest.param(None, id="manifest-of-a-list"),
-    ],
-)
-def test_pre_images_that_cannot_be_read_are_kept_and_said_not_skipped(
-    pytester: pytest.Pytester, damage: bytes | None
-) -> None:
-    """The files of a killed phase whose pre-images are damaged stay as the kill left them, and
-    the run says so, file by file, with where the damaged pre-images went: they were skipped,
-    silently, and deleted."""
+def _killed_mid_edit(pytester: pytest.Pytester) -> tuple[Path, list[str], Path]:
+    """A run killed while its phase 'edit' has half-written data.txt: the root, the command to
+    run it again, and the phase's pre-images."""
     root = pytester.path
     (root / "data.txt").write_text("the user's text\n")
     run = ["echo half >> data.txt; touch started; if rm first 2>/dev/null; then sleep 30; fi"]
@@ -350,6 +339,23 @@ def test_pre_images_that_cannot_be_read_are_kept_and_said_not_skipped(
     os.killpg(killed.pid, signal.SIGKILL)  # its command sleeps on: the next run ends it
     killed.wait()
     (preimage,) = (root / ".maestro" / "preimages").glob("*.tar")
+    return root, command, preimage
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(os.urandom(10240), id="garbage"),
+        pytest.param(None, id="manifest-of-a-list"),
+    ],
+)
+def test_pre_images_that_cannot_be_read_are_kept_and_said_not_skipped(
+    pytester: pytest.Pytester, damage: bytes | None
+) -> None:
+    """The files of a killed phase whose pre-images are damaged stay as the kill left them, and
+    the run says so, file by file, with where the damaged pre-images went: they were skipped,
+    silently, and deleted."""
+    root, command, preimage = _killed_mid_edit(pytester)
     if damage is None:
         with tarfile.open(preimage, "w") as tar:
             manifest = json.dumps(["data.txt"]).encode()
@@ -375,20 +381,7 @@ def test_pre_images_the_disk_will_not_read_stop_the_run_and_stay_for_the_next(
 ) -> None:
     """Not damage but a read that failed (here a folder in the tar's place): the run stops in
     one line, as after any restore that cannot be done, and nothing is moved or run."""
-    root = pytester.path
-    (root / "data.txt").write_text("the user's text\n")
-    run = ["echo half >> data.txt; touch started; if rm first 2>/dev/null; then sleep 30; fi"]
-    write_plan(pytester, [{"id": "edit", "run": run, "files": ["data.txt"], "max_retries": 0}])
-    (root / "first").touch()
-    command = _pytest("-p", "no:hypothesispytest")
-    killed = _start(root, command)
-    deadline = time.monotonic() + 30
-    while not (root / "started").exists() or not _groups_recorded(root):
-        assert time.monotonic() < deadline, "the phase never started"
-        time.sleep(0.02)
-    os.killpg(killed.pid, signal.SIGKILL)  # its command sleeps on: the next run ends it
-    killed.wait()
-    (preimage,) = (root / ".maestro" / "preimages").glob("*.tar")
+    root, command, preimage = _killed_mid_edit(pytester)
     preimage.unlink()
     preimage.mkdir()
     result = _finish(root, command)
