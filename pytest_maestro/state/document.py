@@ -16,6 +16,7 @@ from ..plan.front_matter import split_front_matter
 from ..texts import one_line
 from .fields import Fields
 from .model import (
+    SESSION_DEFAULTS,
     SESSION_FIELDS,
     PhaseState,
     SessionCorrupt,
@@ -277,8 +278,8 @@ def from_frontmatter(data: Mapping[str, Any]) -> SessionDoc:
         status=f.text("status") or "in_progress",
         run_started=as_time(f.scalar("run_started")),
         stop_reason=f.text("stop_reason"),
-        execution_mode=f.text("execution_mode") or "sequential",
-        execution_backend=f.text("execution_backend") or "pytest",
+        execution_mode=f.text("execution_mode") or SESSION_DEFAULTS["execution_mode"],
+        execution_backend=f.text("execution_backend") or SESSION_DEFAULTS["execution_backend"],
         current_batch=f.raw.get("current_batch"),
         current_phase=f.text("current_phase"),
         tokens=Tokens(

@@ -18,6 +18,7 @@ from typing import Any
 from .document import parse_session
 from .fields import FieldError, Fields
 from .model import (
+    SESSION_DEFAULTS,
     SESSION_FIELDS,
     PhaseError,
     PhaseState,
@@ -232,8 +233,10 @@ def apply_entry(doc: SessionDoc, entry: Mapping[str, Any]) -> None:
     elif op == "session":  # read as the snapshot reads them: what one takes, the other does
         fields = Fields(Fields(entry).mapping("fields"), "fields")
         for key in SESSION_FIELDS & fields.raw.keys():
-            value = fields.raw[key] if key == "current_batch" else fields.text(key)
-            setattr(doc, key, value)
+            if key == "current_batch":
+                setattr(doc, key, fields.raw[key])
+            else:
+                setattr(doc, key, fields.text(key) or SESSION_DEFAULTS[key])
     doc.updated = at
     doc.journal_seq = max(doc.journal_seq, Fields(entry).count("seq"))
 

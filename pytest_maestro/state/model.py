@@ -11,6 +11,8 @@ from typing import Any
 from .fields import Fields
 
 SESSION_FIELDS = frozenset({"execution_mode", "execution_backend", "current_batch"})
+# What a session field left out (or empty) reads as, from the snapshot and the journal alike.
+SESSION_DEFAULTS = {"execution_mode": "sequential", "execution_backend": "pytest"}
 SESSION_STATUSES = frozenset({"in_progress", "completed", "failed", "stopped"})
 
 

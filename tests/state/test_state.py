@@ -573,6 +573,24 @@ def test_a_journal_entry_the_snapshot_would_refuse_is_refused_as_it_is_read(
     assert {path: path.read_bytes() for path in before} == before
 
 
+def test_a_session_field_left_empty_in_the_journal_reads_as_the_snapshot_reads_it(
+    tmp_path: Path,
+) -> None:
+    with open_store(tmp_path) as store:
+        journal = store.paths.journal
+    entry = {
+        "seq": 99,
+        "op": "session",
+        "fields": {"execution_mode": None, "execution_backend": ""},
+    }
+    journal.write_bytes(journal.read_bytes().rstrip(b"\0") + json.dumps(entry).encode() + b"\n")
+    replayed = read_session(journal.with_suffix(".md"))
+    assert (replayed.execution_mode, replayed.execution_backend) == ("sequential", "pytest")
+    with open_store(tmp_path) as store:  # folded into the snapshot, and read back the same
+        assert store.document().execution_mode == "sequential"
+    assert read_session(journal.with_suffix(".md")).execution_backend == "pytest"
+
+
 def test_appends_overwrite_zeros_written_ahead(tmp_path: Path) -> None:
     """An append that leaves the file's size alone syncs without a file-system journal commit."""
     with open_store(tmp_path) as store:
