@@ -105,15 +105,21 @@ class UnreadablePreimages(RestoreError):
     can be put back from them, now or later. A read the disk refused is a plain RestoreError."""
 
 
-def left_as_they_are(
-    files: tuple[str, ...], archive: Path, kept: Path, error: UnreadablePreimages
-) -> list[Restored]:
-    """A phase's declared files left as they are, its pre-images damaged: those moved to
-    ``kept`` (a name no run reuses), and a line for each file saying so. RestoreError, with
-    nothing moved, when they cannot be moved: never saved over or deleted."""
+def set_aside(archive: Path, kept: Path, error: UnreadablePreimages) -> Path:
+    """Damaged pre-images moved to ``kept`` (a name no run reuses), where they are. RestoreError,
+    with nothing moved, when they cannot be: never saved over or deleted."""
     moved = keep_aside(archive, kept)
     if moved is None:
         raise RestoreError(f"{error}, and cannot be moved aside to {kept.parent}")
+    return moved
+
+
+def left_as_they_are(
+    files: tuple[str, ...], archive: Path, kept: Path, error: UnreadablePreimages
+) -> list[Restored]:
+    """A phase's declared files left as they are, its pre-images damaged and set aside
+    (``set_aside``): a line for each file saying so."""
+    moved = set_aside(archive, kept, error)
     return [Restored(relative, moved, left=str(error)) for relative in files]
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files.declared import FileSnapshot, OutsideRoot, UnreadablePreimages, inside
-from ..files.putback import RestoreError, keep_aside, read
+from ..files.declared import FileSnapshot, OutsideRoot, UnreadablePreimages, inside, set_aside
+from ..files.putback import read
 from ..plan import Phase
 from ..review.verdict import Review
 from ..runtimes import AgentResult
@@ -255,10 +255,8 @@ def going_on(
     preimage = paths.preimage(phase.id)
     try:
         return None, FileSnapshot.load(root, preimage), why
-    except UnreadablePreimages as exc:  # kept aside, never saved over: its files stay as they are
-        kept = keep_aside(preimage, paths.kept_preimage(phase.id))
-        if kept is None:  # the phase fails in one line, its pre-images where they are
-            raise RestoreError(f"{exc}, and cannot be moved aside") from None
+    except UnreadablePreimages as exc:  # never saved over: its files stay as they are
+        kept = set_aside(preimage, paths.kept_preimage(phase.id), exc)
         return None, None, f"{why}; {exc}, kept at {kept}"
 
 

@@ -118,14 +118,7 @@ class AccountSlots:
                 raise ValueError(f"version {data['version']!r}")
             waits = {str(k): as_seconds(v) for k, v in dict(data["waited"]).items()}
             return text, Pacer.from_dict(data["keys"]), waits
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            AttributeError,
-            RecursionError,
-            OverflowError,
-        ) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             self.notes.append(
                 f"the account's call slots in {self.path} could not be read ({type(exc).__name__}"
                 f"): started afresh; {self._keep_damaged()}"

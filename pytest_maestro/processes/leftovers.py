@@ -150,12 +150,15 @@ def record_owner(path: Path) -> int | None:
 
 
 def _pid(text: str) -> int | None:
-    """The number ``text`` writes in ASCII digits, if it may be a process id: a record's line
-    past any (a damaged or hostile record) names none."""
-    if not (text.isascii() and text.isdigit()):  # "²".isdigit(), but int("²") fails
-        return None
-    number = int(text)
-    return number if PID.holds(number) else None
+    """The number ``text`` writes, if it may be a process id: a record's line past any (a
+    damaged or hostile record) names none."""
+    number = _number(text)
+    return number if number is not None and PID.holds(number) else None
+
+
+def _number(text: str) -> int | None:
+    """The whole number ``text`` writes in ASCII digits ("²".isdigit(), but int("²") fails)."""
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:
@@ -238,7 +241,7 @@ def _recorded_id(line: str) -> int | None:
         return None
     if pid in (os.getpgid(0), os.getsid(0)):
         return None  # never our own
-    window = [int(t) for t in window_text if t.isascii() and t.isdigit()]
+    window = [n for n in map(_number, window_text) if n is not None]
     now = _start_ticks(pid)
     if now is not None and not (window and window[0] <= now <= window[-1]):
         return None  # reused: the leader is another process now (or unknown as ours)
