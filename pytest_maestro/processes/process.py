@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -187,6 +188,27 @@ def _decoded(item: tuple[bytes, bytes]) -> tuple[str, str]:
     return os.fsdecode(item[0]), os.fsdecode(item[1])
 
 
+@functools.lru_cache(maxsize=64)
+def program(name: str, path: str | None) -> str | None:
+    """The file ``name`` runs, looked up on ``path`` (a command's PATH) as ``execvpe`` would, once
+    per run: given none, ``Popen`` joins the name to every entry and the new process tries each
+    in turn, failing on every one before the right one (a tenth of a spawn where ten entries
+    come first). None, so that ``Popen`` looks for itself, for a name with a slash, where none
+    is found, and where an entry is relative: that one resolves in the command's directory."""
+    if os.name != "posix" or not path or "/" in name:
+        return None
+    if not all(os.path.isabs(entry) for entry in path.split(os.pathsep)):
+        return None
+    return shutil.which(name, path=path)
+
+
+@functools.cache
+def _devnull() -> int:
+    """/dev/null, opened once: a command reads it as its standard input (not inherited by
+    what the run starts otherwise: Python opens files close-on-exec)."""
+    return os.open(os.devnull, os.O_RDONLY)
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -257,11 +279,11 @@ def _run(
     started = time.monotonic()
     before = boot_ticks()
     ours = children()  # what becomes ours after this, the command left
-    proc = subprocess.Popen(
-        list(argv),
+    proc = _spawn(
+        argv,
         cwd=cwd,
         env=env,
-        stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
+        stdin=source or (subprocess.PIPE if stdin is not None else _devnull()),
         stdout=subprocess.PIPE if apart else out,
         stderr=subprocess.PIPE if apart else subprocess.STDOUT,
         start_new_session=True,
@@ -303,6 +325,18 @@ def _run(
         out.write(f"--- ended {len(left)} process(es) the command left running\n".encode())
     duration = time.monotonic() - started
     return ProcessResult(tuple(argv), proc.returncode, timed_out, duration, log, offset)
+
+
+def _spawn(argv: Sequence[str], env: Mapping[str, str], **how: Any) -> subprocess.Popen[bytes]:
+    """``Popen`` of ``argv`` with the file its name runs found once (``program``); should that
+    file be gone since, ``Popen`` looks again as it would have."""
+    found = program(argv[0], env.get("PATH")) if argv else None
+    if found is not None:
+        try:
+            return subprocess.Popen(list(argv), executable=found, env=env, **how)
+        except FileNotFoundError:
+            program.cache_clear()
+    return subprocess.Popen(list(argv), env=env, **how)
 
 
 def cut_middle(log: Path, start: int, end: int, limit: int) -> int:
