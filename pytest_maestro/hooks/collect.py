@@ -73,8 +73,7 @@ class PhaseItem(pytest.Item):
             raise skip_at_item(reason.text)
 
     def runtest(self) -> None:
-        self.maestro.phase_started(self.phase)
-        outcome = self.maestro.run_phase(self.phase)
+        outcome = self.maestro.run_phase(self.phase)  # which records its start
         self.stash[OUTCOME_KEY] = outcome
         attach_output(self.config, self, outcome)
         if not outcome.ok:

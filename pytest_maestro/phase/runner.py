@@ -72,6 +72,9 @@ class RunConfig:
     # saved to put back; ``scope`` names what the copy's changes could not bring back.
     disposable: bool = False
     scope: Callable[[Phase], list[str]] | None = None
+    # Records the phase's start in the session (where this process holds it): while its first
+    # command runs, or as it ends when none ran.
+    started: Callable[[], object] | None = None
 
 
 PromptBuilder = Callable[[Phase, int, "Attempt | None"], str]
@@ -100,7 +103,12 @@ class PhaseRunner:
             # pre-images taken first: whatever it declares, its start must be on disk.
             isolated = cfg.isolation is not None
             record.start(phase.id, durable=bool(phase.files.all()) or isolated)
-            outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
+            if cfg.started is not None:
+                out.meanwhile.append(cfg.started)
+            try:
+                outcome = self._isolated(phase, out) if isolated else self._run(phase, out)
+            finally:
+                out.run_meanwhile()  # no command ran
             if self.notes:
                 outcome = replace(outcome, warnings=(*outcome.warnings, *self.notes))
             # Only a phase that ended is cleared: after an exception the next run finds it

@@ -94,6 +94,15 @@ class PhaseLog:
         self.record = record
         self.limit = limit  # bytes per attempt
         self.attempt_start = 0  # where the current attempt's output starts in the log
+        # What may wait until the phase's first command runs, and is done while it does: the
+        # process only waits then (on a machine of two cores, the command has the other).
+        self.meanwhile: list[Callable[[], object]] = []
+
+    def run_meanwhile(self) -> None:
+        """What waits for a command to run, done now, once."""
+        calls, self.meanwhile = self.meanwhile, []
+        for call in calls:
+            call()
 
     @classmethod
     @contextlib.contextmanager
@@ -250,8 +259,22 @@ def run_process(
         else:
             out, record = files.enter_context(_open_log(log)), None
         apart = (target, errors) if target and errors else None
+        meanwhile = held.run_meanwhile if held is not None and held.meanwhile else None
         result = _run(
-            argv, cwd, env, timeout, out, record, stdin, header, log, source, apart, hopeless, feed
+            argv,
+            cwd,
+            env,
+            timeout,
+            out,
+            record,
+            stdin,
+            header,
+            log,
+            source,
+            apart,
+            hopeless,
+            feed,
+            meanwhile,
         )
         room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
         cut_middle(log, result.log_offset, out.tell(), room)
@@ -272,6 +295,7 @@ def _run(
     apart: tuple[BinaryIO, BinaryIO] | None = None,
     hopeless: Callable[[bytes], bool] | None = None,
     feed: LineFeed | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> ProcessResult:
     if header:
         out.write(header.encode() + b"\n")
@@ -302,6 +326,8 @@ def _run(
     watch = (lambda: [tick() for tick in ticks]) if ticks else None
     timed_out = False
     try:
+        if meanwhile is not None:
+            meanwhile()
         if stdin is not None:
             _feed(proc, stdin)
         wait(proc, timeout, watch)

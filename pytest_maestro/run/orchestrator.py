@@ -182,6 +182,11 @@ class Orchestrator:
             review=review,
             # What a loop record a killed run left must match, for a reviewed phase only.
             definition=self.definitions[phase.id] if review is not None else "",
+            # In the session, where this process holds it (without xdist; with it, the
+            # scheduler records the start as it sends the phase).
+            started=functools.partial(self.phase_started, phase)
+            if self.life.recorder is not None
+            else None,
         )
 
     @functools.cached_property

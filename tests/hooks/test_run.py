@@ -10,6 +10,7 @@ from pytest import LineMatcher
 
 from pytest_maestro.processes.leftovers import read_running_record
 from pytest_maestro.state import read_session
+from pytest_maestro.state.journal import read_journal
 from pytest_maestro.state.resume import INTERRUPTED
 
 from ..helpers import assert_phases, phase, write_plan
@@ -487,3 +488,28 @@ def test_a_damaged_running_record_names_nothing_and_the_run_goes_on(
     assert_phases(again, passed=int(fresh), earlier=int(not fresh))
     assert "INTERNALERROR" not in again.stdout.str() + again.stderr.str()
     assert not hostile.exists() and folder.is_dir()
+
+
+def test_a_phase_is_in_progress_in_the_session_while_its_first_command_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    """Recorded while the command runs, not before it starts (the process only waits then), but
+    before it ends; a phase blocked before any command ran has its start recorded all the same."""
+    outside = pytester.path.parent / f"{pytester.path.name}-outside"
+    outside.mkdir()
+    (pytester.path / "link").symlink_to(outside)
+    write_plan(
+        pytester,
+        [
+            phase("a", "sleep 0.5; cp .maestro/plan-*.journal seen.journal"),
+            phase("b", "touch ran", files={"create": ["link/x.txt"]}),
+        ],
+    )
+    result = pytester.runpytest("--maestro", "plan.yaml")
+    result.assert_outcomes(passed=1, failed=1)
+    seen, _ = read_journal(pytester.path / "seen.journal")
+    statuses = [(e["phase"], e["status"]) for e in seen if "phase" in e]
+    assert statuses == [("a", "in_progress")]
+    (snapshot,) = (pytester.path / ".maestro").glob("plan-*.md")
+    blocked = read_session(snapshot).phases["b"]
+    assert blocked.status.value == "blocked" and blocked.started is not None
