@@ -211,13 +211,6 @@ def program(name: str, path: str | None) -> str | None:
     return shutil.which(name, path=path)
 
 
-@functools.cache
-def _devnull() -> int:
-    """/dev/null, opened once: a command reads it as its standard input (not inherited by
-    what the run starts otherwise: Python opens files close-on-exec)."""
-    return os.open(os.devnull, os.O_RDONLY)
-
-
 def run_process(
     argv: Sequence[str],
     *,
@@ -307,7 +300,7 @@ def _run(
         argv,
         cwd=cwd,
         env=env,
-        stdin=source or (subprocess.PIPE if stdin is not None else _devnull()),
+        stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
         stdout=subprocess.PIPE if apart else out,
         stderr=subprocess.PIPE if apart else subprocess.STDOUT,
         start_new_session=True,
@@ -354,13 +347,14 @@ def _run(
 
 
 def _spawn(argv: Sequence[str], env: Mapping[str, str], **how: Any) -> subprocess.Popen[bytes]:
-    """``Popen`` of ``argv`` with the file its name runs found once (``program``); should that
-    file be gone since, ``Popen`` looks again as it would have."""
+    """``Popen`` of ``argv`` with the file its name runs found once (``program``). Should that
+    file fail to start (gone since, or no program: the new process would have tried the next
+    entry), ``Popen`` looks again as it would have, and starts what it finds or says why not."""
     found = program(argv[0], env.get("PATH")) if argv else None
     if found is not None:
         try:
             return subprocess.Popen(list(argv), executable=found, env=env, **how)
-        except FileNotFoundError:
+        except OSError:  # nothing started: Popen reaps a child whose exec failed
             program.cache_clear()
     return subprocess.Popen(list(argv), env=env, **how)
 

@@ -62,3 +62,20 @@ def test_a_file_gone_since_it_was_found_is_looked_for_again(tmp_path: Path) -> N
     result = run_process(["tool"], cwd=tmp_path, env=env, timeout=30, log=log)
     assert result.ok
     assert log.read_text().split() == ["from-first", "from-second"]
+
+
+def test_a_file_that_is_no_program_is_passed_over_as_the_new_process_would(
+    tmp_path: Path,
+) -> None:
+    """Executable but no program (no ``#!``, no binary): ``execve`` fails with ENOEXEC, and the
+    new process went on to the next entry of the PATH; so does a command started from it."""
+    garbage = tmp_path / "first" / "tool"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"\x00\x01 not a program\n")
+    garbage.chmod(0o755)
+    second = tmp_path / "second"
+    _tool(second, "from-second")
+    env = {**os.environ, "PATH": _path(garbage.parent, second, Path("/usr/bin"), Path("/bin"))}
+    log = tmp_path / "log"
+    assert run_process(["tool"], cwd=tmp_path, env=env, timeout=30, log=log).ok
+    assert log.read_text().split() == ["from-second"]
