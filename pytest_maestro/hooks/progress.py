@@ -102,6 +102,8 @@ class ProgressLines:
 
     @pytest.hookimpl(trylast=True)  # at -v, after pytest's result line
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.on:  # -q: no line, nor the facts and event it would be made of
+            return
         facts = self.facts(report)
         if _ran(facts):
             assert facts is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -323,3 +324,26 @@ def test_an_error_in_a_phases_teardown_keeps_its_completed_work(
     doc = read_session(_session(pytester.path))
     assert [doc.phases[p].status for p in "ab"] == [Status.COMPLETED, Status.COMPLETED]
     assert [_runs(pytester.path, p) for p in "ab"] == [1, 1]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["alone", "xdist"])
+def test_what_start_up_made_is_out_of_the_collectors_sight_while_phases_run(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """Frozen (``gc.freeze``) from the start of the run loop until pytest has done with the
+    config, on an xdist worker too: the collections a run's garbage sets off do not walk
+    start-up's objects again."""
+    pytester.makeconftest(
+        """
+        import gc
+        from pathlib import Path
+
+        def pytest_runtest_setup(item):
+            Path("frozen.txt").write_text(str(gc.get_freeze_count()))
+        """
+    )
+    write_plan(pytester, [phase("a", "true")])
+    assert gc.get_freeze_count() == 0
+    pytester.runpytest("--maestro", "plan.yaml", *workers).assert_outcomes(passed=1)
+    assert int((pytester.path / "frozen.txt").read_text()) > 1000
+    assert gc.get_freeze_count() == 0  # given back: in-process runs do not pile them up
