@@ -16,7 +16,7 @@ import pytest
 
 from . import numbers
 from .plan import PlanError
-from .settings import OPTIONS, Settings, SettingsError
+from .settings import OPTIONS, Settings, SettingsError, written_float, written_int
 from .views.formats import ANALYZE_FORMATS, STATUS_FORMATS
 
 # Every pytest process imports this module, with --maestro or without, and so does every xdist
@@ -106,7 +106,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 option.flag,
                 dest=option.ini,
                 default=None,
-                type={"int": int, "float": float}.get(option.kind, str),
+                type={"int": written_int, "float": written_float}.get(option.kind, str),
                 choices=option.choices or None,
                 help=help_text,
             )

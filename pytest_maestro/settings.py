@@ -426,7 +426,7 @@ def call_limits(raw: str, source: str) -> tuple[tuple[str, int], ...]:
             continue
         name, equals, number = (text.strip() for text in part.partition("="))
         try:
-            limit = int(number)
+            limit = written_int(number)
             numbers.CALLS.check(limit)
         except (ValueError, numbers.NumberError):
             limit = 0
@@ -466,8 +466,8 @@ def _convert(option: Option, raw: str, source: str) -> Any:
     if option.kind == "workers":
         return worker_runtimes(raw, source)
     converters: dict[str, Callable[[str], Any]] = {
-        "int": int,
-        "float": float,
+        "int": written_int,
+        "float": written_float,
         "bool": _parse_bool,
         "str": str,
         "choice": str,
@@ -481,6 +481,25 @@ def _convert(option: Option, raw: str, source: str) -> Any:
     if option.choices and value not in option.choices:
         raise SettingsError(f"{source}: {raw!r} is not one of {', '.join(option.choices)}")
     return value
+
+
+def written_int(raw: str) -> int:
+    """``int`` of a number as people write one. Python's own also reads digits of other scripts
+    and underscores (``٣``, ``1_0``): a value no one types on purpose is refused, not guessed."""
+    if not raw.isascii() or "_" in raw:
+        raise ValueError(raw)
+    return int(raw)
+
+
+def written_float(raw: str) -> float:
+    """``float``, as ``written_int`` reads an ``int``."""
+    if not raw.isascii() or "_" in raw:
+        raise ValueError(raw)
+    return float(raw)
+
+
+# argparse names the type in its error ("invalid int value: '1_0'"), as it did with int.
+written_int.__name__, written_float.__name__ = "int", "float"
 
 
 def _parse_bool(raw: str) -> bool:

@@ -428,7 +428,9 @@ def test_call_limits_are_runtime_equals_number_pairs() -> None:
     assert call_limits("claude=3,claude=1", "x") == (("claude", 1),)
 
 
-@pytest.mark.parametrize("raw", ["claude", "claude=", "=3", "claude=0", "claude=two", "c=1.5"])
+@pytest.mark.parametrize(
+    "raw", ["claude", "claude=", "=3", "claude=0", "claude=two", "c=1.5", "c=1_0", "c=\u0663"]
+)
 def test_a_bad_call_limit_is_one_line_naming_where(raw: str) -> None:
     from pytest_maestro.settings import SettingsError, call_limits
 
