@@ -7,6 +7,7 @@ import contextlib
 import gc
 import hashlib
 import signal
+import sysconfig
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -293,12 +294,16 @@ class MaestroSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         self.looped = True
-        # What start-up made (pytest's objects and this plugin's, the plan, its items) lives as
-        # long as the run: out of the cyclic collector's sight, so that neither the collections
-        # the phases' garbage sets off nor pytest's own at its end walk it again (a tenth of a
-        # millisecond or more a phase). Given back once pytest has done with the config.
-        gc.freeze()
-        self.config.add_cleanup(gc.unfreeze)
+        if _may_freeze():
+            # What start-up made (pytest's objects and this plugin's, the plan, its items) lives
+            # as long as the run: out of the cyclic collector's sight, so that neither the
+            # collections the phases' garbage sets off nor pytest's own at its end walk it again
+            # (a tenth of a millisecond or more a phase). Its garbage is collected first, so that
+            # nothing a finalizer would close stays frozen; all is given back once pytest's
+            # unconfigure hooks are done.
+            self.config.add_cleanup(gc.unfreeze)
+            gc.collect()
+            gc.freeze()
         try:
             return (yield)
         except KeyboardInterrupt as stop:
@@ -320,3 +325,15 @@ class MaestroSession:
 
 
 _NOT_RUN = SkipReason(SkipKind.DEPENDENCY, "not run")
+
+
+def _may_freeze() -> bool:
+    """Whether the run loop freezes what start-up made (``gc.freeze``): not where the collector
+    has none (PyPy), nor on a free-threaded build (3.13.0 could miscount references there), nor
+    where something froze objects already (a host that shares memory with its forks, an outer
+    run in this process): ``gc.unfreeze`` would thaw theirs too."""
+    return (
+        hasattr(gc, "freeze")
+        and not sysconfig.get_config_var("Py_GIL_DISABLED")
+        and gc.get_freeze_count() == 0
+    )

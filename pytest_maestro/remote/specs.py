@@ -66,11 +66,16 @@ def worker_arguments(
 
 
 def expand(specs: Iterable[str]) -> list[str]:
-    """The ``--tx`` specs one per worker, in the order xdist starts them (``3*popen`` thrice)."""
+    """The ``--tx`` specs one per worker, in the order xdist starts them (``3*popen`` thrice):
+    the count read as xdist reads it (``int``), so that the names line up with its workers."""
     out: list[str] = []
     for spec in specs:
         count, star, body = spec.partition("*")
-        out += [body] * int(count) if star and count.isdigit() else [spec]
+        try:
+            number = int(count) if star else None
+        except ValueError:  # no count (xdist starts the spec as it is written)
+            number = None
+        out += [spec] if number is None else [body] * number
     return out
 
 

@@ -126,6 +126,22 @@ def test_specs_are_one_per_worker_with_the_ids_execnet_gives_them() -> None:
     assert gateway_ids(specs) == ["gw0", "gw1", "build1", "gw2"]
 
 
+@pytest.mark.parametrize(
+    "spec", ["+2*popen", " 2*popen", "1_0*popen", "\u00b2*popen", "two*popen", "0*popen", "popen"]
+)
+def test_specs_are_counted_as_xdist_counts_them(spec: str) -> None:
+    """A count xdist reads (``int``) starts that many workers, one it cannot read starts the spec
+    as written: the same list here, so that each name lines up with its worker, and never a
+    traceback (``\u00b2`` is a digit to ``str.isdigit``, not to ``int``)."""
+    from xdist.workermanage import parse_tx_spec_config
+
+    class Config:
+        def getvalue(self, name: str) -> list[str]:
+            return [spec, "ssh=me@b1"]
+
+    assert expand([spec, "ssh=me@b1"]) == parse_tx_spec_config(Config())  # type: ignore[arg-type]
+
+
 def test_an_override_names_a_worker_by_its_id_or_parts_of_its_spec() -> None:
     spec = "execmodel=main_thread_only//ssh=me@b1//python=/v/bin/python"
     assert names_worker("gw3", "gw3", spec)
