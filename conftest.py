@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,17 @@ for _module in pkgutil.walk_packages(pytest_maestro.__path__, "pytest_maestro.")
     importlib.import_module(_module.name)
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C is a KeyboardInterrupt in every process of the suite, as in a terminal. A shell
+    starts what it runs in the background (``cmd &`` without job control) with SIGINT ignored;
+    Python leaves an ignored SIGINT ignored, and so does every process it starts: the tests that
+    Ctrl-C a run they started would wait for it until their timeout, the run still going."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # Projects the example plans build, with their own tests: copied into a tmp dir to run, never here.
 collect_ignore = ["tests/fixtures/projects", "tests/fixtures/solutions"]
 
