@@ -133,13 +133,16 @@ def test_specs_are_counted_as_xdist_counts_them(spec: str) -> None:
     """A count xdist reads (``int``) starts that many workers, one it cannot read starts the spec
     as written: the same list here, so that each name lines up with its worker, and never a
     traceback (``\u00b2`` is a digit to ``str.isdigit``, not to ``int``)."""
-    from xdist.workermanage import parse_tx_spec_config
+    from xdist import workermanage
+
+    # The name changed in pytest-xdist 3.7 (``parse_spec_config`` before), the reading did not.
+    parse = getattr(workermanage, "parse_tx_spec_config", None) or workermanage.parse_spec_config
 
     class Config:
         def getvalue(self, name: str) -> list[str]:
             return [spec, "ssh=me@b1"]
 
-    assert expand([spec, "ssh=me@b1"]) == parse_tx_spec_config(Config())  # type: ignore[arg-type]
+    assert expand([spec, "ssh=me@b1"]) == parse(Config())
 
 
 def test_an_override_names_a_worker_by_its_id_or_parts_of_its_spec() -> None:
