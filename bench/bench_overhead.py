@@ -20,8 +20,9 @@ ratio over its goal is printed as such). The cases take turns within each repeti
 the same machine, and a ratio is taken within a repetition, of runs made side by side: on a
 virtual machine whose speed drifts (by a fifth within minutes), the best of each case apart would
 pair one's fast moment with the other's slow one. Start-up is the median of a case's runs of
-one. Printed: the median over ``--repeat`` repetitions of each figure and of the ratio, and the
-range of the ratio.
+one; every run starts from bytecode compiled once (``bytecode_cached``), as a user's does.
+Printed: the median over ``--repeat`` repetitions of each figure and of the ratio, and the range
+of the ratio.
 
 Printed beside them: one ``bash -c true`` from Python, the floor of both, and what one sync of an
 append and of an overwrite cost on the file system of ``--dir`` (default: the system's temporary
@@ -157,7 +158,7 @@ def run_pytest(
     """Wall seconds of one run, and the CPU seconds of pytest and all it started (each process
     waited for by its parent counts in its parent's children); a failing run is an error.
     ``package``: the checkout whose pytest_maestro runs, first on PYTHONPATH."""
-    env = dict(os.environ)
+    env = bytecode_cached(dict(os.environ), workdir.parent)
     if package is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), env.get("PYTHONPATH")]))
     # A basetemp of its own: under -n, xdist makes pytest number one in the system's temporary
@@ -173,6 +174,17 @@ def run_pytest(
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def bytecode_cached(env: dict[str, str], base: Path) -> dict[str, str]:
+    """``env`` for a run that compiles no module its runs before it compiled: bytecode kept in
+    one folder under ``base``, also where the environment forbids caches beside the sources
+    (PYTHONDONTWRITEBYTECODE). A user's pytest starts from cached bytecode; without it, every
+    process of every run compiles pytest, xdist and the plugin anew, and how long that takes
+    varies by up to a second from one run to the next here, which lands in ``(T - T1)``."""
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    return env
 
 
 def bash_floor(count: int = 200) -> float:
