@@ -20,7 +20,7 @@ ratio over its goal is printed as such). The cases take turns within each repeti
 the same machine, and a ratio is taken within a repetition, of runs made side by side: on a
 virtual machine whose speed drifts (by a fifth within minutes), the best of each case apart would
 pair one's fast moment with the other's slow one. Start-up is the median of a case's runs of
-one; every run starts from bytecode compiled once (``bytecode_cached``), as a user's does.
+one; every run starts from bytecode compiled once (``bytecode.py``), as a user's does.
 Printed: the median over ``--repeat`` repetitions of each figure and of the ratio, and the range
 of the ratio.
 
@@ -70,6 +70,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bytecode import environment
 from plans import PlanDict
 
 QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
@@ -158,7 +159,7 @@ def run_pytest(
     """Wall seconds of one run, and the CPU seconds of pytest and all it started (each process
     waited for by its parent counts in its parent's children); a failing run is an error.
     ``package``: the checkout whose pytest_maestro runs, first on PYTHONPATH."""
-    env = bytecode_cached(dict(os.environ), workdir.parent)
+    env = environment(workdir.parent)
     if package is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), env.get("PYTHONPATH")]))
     # A basetemp of its own: under -n, xdist makes pytest number one in the system's temporary
@@ -174,17 +175,6 @@ def run_pytest(
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
-
-
-def bytecode_cached(env: dict[str, str], base: Path) -> dict[str, str]:
-    """``env`` for a run that compiles no module its runs before it compiled: bytecode kept in
-    one folder under ``base``, also where the environment forbids caches beside the sources
-    (PYTHONDONTWRITEBYTECODE). A user's pytest starts from cached bytecode; without it, every
-    process of every run compiles pytest, xdist and the plugin anew, and how long that takes
-    varies by up to a second from one run to the next here, which lands in ``(T - T1)``."""
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
-    return env
 
 
 def bash_floor(count: int = 200) -> float:
@@ -242,6 +232,8 @@ def measure(runs: Runs, made: list[Case], count: int, repeat: int) -> tuple[Figu
     """Wall and CPU seconds per item of each case in each repetition: its run of ``count`` items
     less the median of its runs of one. A run of one is start-up, whose outliers (a slow start of
     the xdist workers, a second late) would swing a repetition's figure by a millisecond an item."""
+    for case in made:  # untimed: fills the bytecode cache, as a user's first run does
+        run_pytest(runs.project(case.files[1]), case.args, (), case.package)
     runs_of: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _ in range(repeat):
         for case in made:

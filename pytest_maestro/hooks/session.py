@@ -55,12 +55,17 @@ class MaestroSession:
         self.cleanup = contextlib.ExitStack()  # undone when the session ends
         self.facts = report_facts(config)
         self.final = FinalReports(config, maestro)
+        self.frozen = False  # this run froze objects (``_freeze``), and gives them back
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
         if file_path.resolve() == self.maestro.plan_path:
             return PlanFile.from_parent(parent, path=file_path)
         return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        self._freeze()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -294,22 +299,29 @@ class MaestroSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         self.looped = True
-        if _may_freeze():
-            # What start-up made (pytest's objects and this plugin's, the plan, its items) lives
-            # as long as the run: out of the cyclic collector's sight, so that neither the
-            # collections the phases' garbage sets off nor pytest's own at its end walk it again
-            # (a tenth of a millisecond or more a phase). The young garbage (collection's) is
-            # collected first, so that nothing a finalizer would close stays frozen; a full
-            # collection would cost each of eight workers on two cores 50 ms before its first
-            # phase. All is given back once pytest's unconfigure hooks are done.
-            self.config.add_cleanup(gc.unfreeze)
-            gc.collect(1)
-            gc.freeze()
+        self._freeze()
         try:
             return (yield)
         except KeyboardInterrupt as stop:
             self.interrupted = str(stop) or "interrupted"
             raise
+
+    def _freeze(self) -> None:
+        """What start-up made (pytest's objects and this plugin's, the plan), then what
+        collection made (the items), lives as long as the run: out of the cyclic collector's
+        sight, so that neither the collections that collecting the phases and running them set
+        off nor pytest's own at its end walk it again (a tenth of a millisecond or more a phase,
+        and a third of collecting 10,000). The young garbage is collected first, so that
+        nothing a finalizer would close stays frozen; a full collection would cost each of
+        eight workers on two cores 50 ms before its first phase. All is given back once
+        pytest's unconfigure hooks are done."""
+        if not self.frozen:
+            if not _may_freeze():
+                return
+            self.frozen = True
+            self.config.add_cleanup(gc.unfreeze)
+        gc.collect(1)
+        gc.freeze()
 
     def _report_doomed(self) -> None:
         """After the breaker, the phases that failures doomed are reported skipped, as they are
@@ -329,7 +341,7 @@ _NOT_RUN = SkipReason(SkipKind.DEPENDENCY, "not run")
 
 
 def _may_freeze() -> bool:
-    """Whether the run loop freezes what start-up made (``gc.freeze``): not where the collector
+    """Whether the run freezes what start-up made (``gc.freeze``): not where the collector
     has none (PyPy), nor on a free-threaded build (3.13.0 could miscount references there), nor
     where something froze objects already (a host that shares memory with its forks, an outer
     run in this process): ``gc.unfreeze`` would thaw theirs too."""

@@ -330,20 +330,26 @@ def test_an_error_in_a_phases_teardown_keeps_its_completed_work(
 def test_what_start_up_made_is_out_of_the_collectors_sight_while_phases_run(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
-    """Frozen (``gc.freeze``) from the start of the run loop until pytest has done with the
-    config, on an xdist worker too: the collections a run's garbage sets off do not walk
-    start-up's objects again."""
+    """Frozen (``gc.freeze``) from the start of collection, the items too from the start of
+    the run loop, until pytest has done with the config, on an xdist worker too: the
+    collections that collecting and running the phases set off do not walk start-up's objects
+    again."""
     pytester.makeconftest(
         """
         import gc
         from pathlib import Path
 
+        def pytest_collection_modifyitems(items):
+            Path("collecting.txt").write_text(str(gc.get_freeze_count()))
+
         def pytest_runtest_setup(item):
-            Path("frozen.txt").write_text(str(gc.get_freeze_count()))
+            Path("running.txt").write_text(str(gc.get_freeze_count()))
         """
     )
     write_plan(pytester, [phase("a", "true")])
     assert gc.get_freeze_count() == 0
     pytester.runpytest("--maestro", "plan.yaml", *workers).assert_outcomes(passed=1)
-    assert int((pytester.path / "frozen.txt").read_text()) > 1000
+    collecting = int((pytester.path / "collecting.txt").read_text())
+    assert collecting > 1000
+    assert int((pytester.path / "running.txt").read_text()) > collecting  # the items as well
     assert gc.get_freeze_count() == 0  # given back: in-process runs do not pile them up
