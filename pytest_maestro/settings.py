@@ -475,12 +475,21 @@ def _convert(option: Option, raw: str, source: str) -> Any:
     try:
         value = converters[option.kind](raw)
     except ValueError:
-        raise SettingsError(f"{source}: expected {option.kind}, got {raw!r}") from None
+        expected = _EXPECTED.get(option.kind, option.kind)
+        raise SettingsError(f"{source} must be {expected}, got {raw!r}") from None
     if option.kind in ("int", "float") and option.env_scale != 1.0 and source.startswith("env"):
         value = value * option.env_scale
     if option.choices and value not in option.choices:
         raise SettingsError(f"{source}: {raw!r} is not one of {', '.join(option.choices)}")
     return value
+
+
+# What a value that does not convert should have been, in the words of the range checks.
+_EXPECTED = {
+    "int": "a whole number in the digits 0-9",
+    "float": "a number in the digits 0-9",
+    "bool": "one of true, false, yes, no, on, off, 1, 0",
+}
 
 
 def written_int(raw: str) -> int:

@@ -228,28 +228,30 @@ BAD = [
         [],
         {"MAESTRO_MAX_RETRIES": "1_0"},
         "",
-        "ERROR: environment MAESTRO_MAX_RETRIES: expected int, got '1_0'",
+        "ERROR: environment MAESTRO_MAX_RETRIES must be a whole number in the digits 0-9, "
+        "got '1_0'",
     ),
     (
         "env-other-digits",
         [],
         {"MAESTRO_MAX_RETRIES": "\u0663"},
         "",
-        "ERROR: environment MAESTRO_MAX_RETRIES: expected int, got '\u0663'",
+        "ERROR: environment MAESTRO_MAX_RETRIES must be a whole number in the digits 0-9, "
+        "got '\u0663'",
     ),
     (
         "ini-underscored-float",
         [],
         {},
         "maestro_timeout = 6_0",
-        "ERROR: ini maestro_timeout: expected float, got '6_0'",
+        "ERROR: ini maestro_timeout must be a number in the digits 0-9, got '6_0'",
     ),
     (
         "env-not-a-number",
         [],
         {"MAESTRO_STAGGER_DELAY": "soon"},
         "",
-        "ERROR: environment MAESTRO_STAGGER_DELAY: expected float, got 'soon'",
+        "ERROR: environment MAESTRO_STAGGER_DELAY must be a number in the digits 0-9, got 'soon'",
     ),
     (
         "ini-negative",
@@ -270,7 +272,7 @@ BAD = [
         [],
         {},
         "maestro_timeout = soon",
-        "ERROR: ini maestro_timeout: expected float, got 'soon'",
+        "ERROR: ini maestro_timeout must be a number in the digits 0-9, got 'soon'",
     ),
     (
         "ini-unknown-choice",
@@ -391,7 +393,7 @@ BAD = [
         [],
         {},
         "maestro_fresh = maybe",
-        "ERROR: ini maestro_fresh: expected bool, got 'maybe'",
+        "ERROR: ini maestro_fresh must be one of true, false, yes, no, on, off, 1, 0, got 'maybe'",
     ),
 ]
 
