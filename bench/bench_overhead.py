@@ -357,7 +357,8 @@ def main() -> None:
         print(
             f"one file created there, the mean of {count} in a new folder as a run creates its "
             f"logs, {len(made)} folders before and after the runs: {made[0] * 1000:.2f} to "
-            f"{made[-1] * 1000:.2f} ms (plain pytest creates none)"
+            f"{made[-1] * 1000:.2f} ms (a phase creates one, its log, on its process's CPU; a "
+            "plain test creates none)"
         )
         rows: list[tuple[str, str, str]] = []
         for row in (
