@@ -489,6 +489,19 @@ def test_tasklist_reads_fields_and_dependencies(tmp_path: Path) -> None:
     assert [p.line for p in plan.phases] == [line_of(TASKLIST, f"### T00{n}") for n in range(1, 5)]
 
 
+def test_tasklist_ids_in_other_digits_range_as_written(tmp_path: Path) -> None:
+    """A range written in another script's digits names its tasks in those digits, as their
+    headings do; one that mixes scripts is no range, and says so rather than guess."""
+    arabic = "".join(chr(0x0660 + n) for n in range(10))
+    ids = [f"T00{n}".translate(str.maketrans("0123456789", arabic)) for n in range(1, 5)]
+    text = "# Tasks\n\n" + "".join(f"### {i}: Task {n}\n\n" for n, i in enumerate(ids, 1))
+    text = text.replace("Task 4\n\n", f"Task 4\n**Depends**: {ids[0]}..{ids[2]}\n\n")
+    assert deps(load(tmp_path, text))[ids[3]] == tuple(ids[:3])
+    mixed = text.replace(f"{ids[0]}..{ids[2]}", f"T001..{ids[2]}")
+    with pytest.raises(PlanError, match="T001"):
+        load(tmp_path, mixed)
+
+
 def test_tasklist_acceptance_criteria_are_prose_unless_a_command_passes(tmp_path: Path) -> None:
     plan = load(tmp_path, TASKLIST)
     assert plan.phase("T001").acceptance == (

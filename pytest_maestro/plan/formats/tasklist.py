@@ -158,7 +158,14 @@ def _expand_range(match: re.Match[str]) -> str:
         return match.group(0)
     if int(last) < int(first) or int(last) - int(first) > 1000:
         return match.group(0)
-    return ", ".join(f"T{n:0{width}d}" for n in range(int(first), int(last) + 1))
+    # Ids as written: a range written in another script's digits (Arabic-Indic, Devanagari...)
+    # names its tasks in those digits, each script's ten being consecutive from its zero.
+    zero = ord(first[0]) - int(first[0])
+    if any(ord(c) - int(c) != zero for c in first + last):  # two scripts: no range to read
+        return match.group(0)
+    digits = str.maketrans("0123456789", "".join(chr(zero + n) for n in range(10)))
+    ids = (f"T{n:0{width}d}".translate(digits) for n in range(int(first), int(last) + 1))
+    return ", ".join(ids)
 
 
 def _acceptance(lines: Sequence[Line], field: tuple[str, int], end: int) -> tuple[Check, ...]:
