@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 POLL = 0.02  # seconds between two questions of a waiting call (a read, most of them)
 LOCK_TIMEOUT = 60.0
+LOCK_NOTICE = 2.0  # seconds a call waits on another process's lock before it says so
 VERSION = 1
 
 
@@ -82,11 +83,24 @@ class AccountSlots:
         return self.ceilings.get(key.split(" ", 1)[0])
 
     @contextlib.contextmanager
-    def _held(self) -> Iterator[tuple[Pacer, dict[str, float]]]:
-        """The pacer and the waits per session, read under the lock, written back after."""
+    def _held(
+        self, stuck: Callable[[str], None] | None = None
+    ) -> Iterator[tuple[Pacer, dict[str, float]]]:
+        """The pacer and the waits per session, read under the lock, written back after.
+        ``stuck`` hears once, after ``LOCK_NOTICE`` seconds, that another process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._lock.acquire()
+            if stuck is None:
+                self._lock.acquire()
+            else:
+                try:
+                    self._lock.acquire(timeout=LOCK_NOTICE)
+                except TimeoutError:
+                    stuck(
+                        f"another process holds {self._lock.lock_file}, the lock of the "
+                        f"account's call slots (at most {LOCK_TIMEOUT:g} s)"
+                    )
+                    self._lock.acquire(timeout=max(LOCK_TIMEOUT - LOCK_NOTICE, 0.0))
         except TimeoutError:  # filelock's Timeout says only that the lock could not be had
             raise TimeoutError(
                 f"the account's call slots ({self.path}) stayed locked {LOCK_TIMEOUT:g} s by "
@@ -175,9 +189,16 @@ class AccountSlots:
         started = self.clock()
         told = False
         key = runtime
+        said: list[str] = []  # that another process held the lock: said once
+
+        def stuck(why: str) -> None:
+            if waiting is not None and not said:
+                said.append(why)
+                waiting(None, why)
+
         try:
             while True:
-                with self._held() as (pacer, _):
+                with self._held(stuck) as (pacer, _):
                     key = pacer.key(runtime, model)
                     now = self.clock()
                     decision = pacer.ask(key, ticket, os.getpid(), now, self.ceiling(key))

@@ -295,3 +295,33 @@ def test_slots_another_process_keeps_locked_are_one_line_naming_the_lock(
     assert said.endswith(f"the lock is {lock}") and "\n" not in said
     got = slots.acquire("claude", None, 1.0)  # free again: taken, and let go
     assert got.ticket is not None
+
+
+def test_a_call_the_slots_lock_keeps_waiting_says_so_once_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's hold on the slots' lock is said on the phase's line after a moment,
+    not after a minute's silence; the call takes its slot once the lock is let go."""
+    import threading
+
+    import filelock
+
+    from pytest_maestro.phase import slots as slots_module
+
+    monkeypatch.setattr(slots_module, "LOCK_NOTICE", 0.05)
+    slots = AccountSlots(SessionPaths(tmp_path, "s"))
+    lock = filelock.FileLock(str(tmp_path / ".pacing.json.lock"), thread_local=False)
+    lock.acquire()
+    letting_go = threading.Timer(0.5, lock.release)
+    letting_go.start()
+    heard: list[tuple[float | None, str]] = []
+    got = slots.acquire("claude", None, 5.0, waiting=lambda s, why: heard.append((s, why)))
+    letting_go.join()
+    assert got.ticket is not None and not lock.is_locked
+    assert heard == [
+        (
+            None,
+            f"another process holds {tmp_path / '.pacing.json.lock'}, the lock of the "
+            "account's call slots (at most 60 s)",
+        )
+    ]
