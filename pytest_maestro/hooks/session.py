@@ -56,6 +56,7 @@ class MaestroSession:
         self.facts = report_facts(config)
         self.final = FinalReports(config, maestro)
         self.frozen = False  # this run froze objects (``_freeze``), and gives them back
+        self.left_frozen = 0  # how many were frozen once it last froze them
 
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> PlanFile | None:
@@ -314,14 +315,27 @@ class MaestroSession:
         and a third of collecting 10,000). The young garbage is collected first, so that
         nothing a finalizer would close stays frozen; a full collection would cost each of
         eight workers on two cores 50 ms before its first phase. All is given back once
-        pytest's unconfigure hooks are done."""
+        pytest's unconfigure hooks are done, unless something else froze objects meanwhile
+        (a conftest, a plugin): ``gc.unfreeze`` would thaw theirs too, so all stay frozen."""
         if not self.frozen:
             if not _may_freeze():
                 return
             self.frozen = True
-            self.config.add_cleanup(gc.unfreeze)
+            self.config.add_cleanup(self._unfreeze)
+        elif self._others_froze():
+            return
         gc.collect(1)
         gc.freeze()
+        self.left_frozen = gc.get_freeze_count()
+
+    def _others_froze(self) -> bool:
+        """Whether something else froze objects since this run last did: the count only falls
+        as frozen objects are freed, and grows when more are frozen."""
+        return gc.get_freeze_count() > self.left_frozen
+
+    def _unfreeze(self) -> None:
+        if not self._others_froze():  # all of them this run's
+            gc.unfreeze()
 
     def _report_doomed(self) -> None:
         """After the breaker, the phases that failures doomed are reported skipped, as they are

@@ -353,3 +353,23 @@ def test_what_start_up_made_is_out_of_the_collectors_sight_while_phases_run(
     assert collecting > 1000
     assert int((pytester.path / "running.txt").read_text()) > collecting  # the items as well
     assert gc.get_freeze_count() == 0  # given back: in-process runs do not pile them up
+
+
+def test_what_something_else_froze_meanwhile_stays_frozen(pytester: pytest.Pytester) -> None:
+    """A conftest that freezes objects while the run collects keeps them frozen: thawing the
+    run's own would thaw them too (``gc.unfreeze`` takes all), so the run leaves all frozen."""
+    pytester.makeconftest(
+        """
+        import gc
+
+        def pytest_collection_finish(session):
+            gc.freeze()
+        """
+    )
+    write_plan(pytester, [phase("a", "true")])
+    assert gc.get_freeze_count() == 0
+    try:
+        pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()  # what the conftest froze is this test's to give back
