@@ -189,11 +189,12 @@ class AccountSlots:
         started = self.clock()
         told = False
         key = runtime
-        said: list[str] = []  # that another process held the lock: said once
+        said = False  # that another process held the lock: said once
 
         def stuck(why: str) -> None:
+            nonlocal said
             if waiting is not None and not said:
-                said.append(why)
+                said = True
                 waiting(None, why)
 
         try:
