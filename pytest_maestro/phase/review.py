@@ -13,7 +13,6 @@ See docs/architecture.md, "Review gates".
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Protocol
 from ..files.declared import FileSnapshot
 from ..files.putback import RestoreError
 from ..plan import Phase, Plan
-from ..processes.leftovers import ATTEMPT_TOKEN
 from ..processes.process import PhaseLog
 from ..review.diff import attempt_diff
 from ..review.guard import TreeGuard
@@ -196,10 +194,6 @@ class PhaseReview:
         env = dict(scene.env)
         if number:
             env["MAESTRO_REVIEW_ROUND"] = str(number)
-        # What the reviewer starts ends with its call; a killed run's next finds it by this.
-        env[ATTEMPT_TOKEN] = token = secrets.token_hex(8)
-        if scene.out.record is not None:
-            scene.out.record.add_token(token)
         budget = self.budget.left(phase.id, phase.budget_usd) if self.budget else None
         return AgentRequest(
             phase,

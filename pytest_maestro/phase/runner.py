@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -19,7 +18,7 @@ from ..files.putback import Restored, RestoreError, keep_aside
 from ..git import changed_files, changed_since
 from ..isolation import IsolationError
 from ..plan import Phase, Plan
-from ..processes.leftovers import ATTEMPT_TOKEN, RunningRecord
+from ..processes.leftovers import RunningRecord
 from ..processes.process import LOG_LIMIT, PhaseLog, environment, run_process
 from ..runtimes import AgentRequest, AgentResult, Runtime
 from ..runtimes.agents import Agent
@@ -327,12 +326,6 @@ class PhaseRunner:
         cfg = self.config
         out.write_line(f"=== attempt {number}{fix.label if fix else ''} ===")
         env = self.env(phase, number)
-        # What an agent starts ends with its call (reaping); should the run be killed before the
-        # runner sees a daemon, the next run finds it by this token, named in the record.
-        if cfg.agent_cli:
-            env[ATTEMPT_TOKEN] = token = secrets.token_hex(8)
-            if out.record is not None:
-                out.record.add_token(token)
         request = AgentRequest(
             phase,
             self.prompt(phase, number, previous),

@@ -8,9 +8,10 @@ import contextlib
 import functools
 import json
 import os
+import secrets
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,10 +32,11 @@ from .reaping import children, descendants, process, processes, reap
 # A record overwrites the start of a file already written with zeros: its size does not change, so
 # syncing it flushes the data without a file-system journal commit (on ext4 some 0.1 ms, not 3).
 RECORD_SIZE = 4096
-# An agent CLI's attempt runs with a token of its own in the environment, named in the record: a
-# process that left the attempt's group (setsid) in the instant before pytest was killed, before
-# the runner saw it, still carries the token (unless it emptied its environment).
-ATTEMPT_TOKEN = "MAESTRO_ATTEMPT_TOKEN"
+# Each command runs with a token of its own in the environment, named in the record before it
+# starts: a process the record names no group of (the run was killed in the instant after the
+# command started, or the process left the group within the second before) still carries the
+# token, unless it emptied its environment.
+COMMAND_TOKEN = "MAESTRO_COMMAND_TOKEN"
 
 # fdatasync flushes the data and the size a write changed, without the rest of the inode.
 _sync_data = getattr(os, "fdatasync", os.fsync)
@@ -111,11 +113,15 @@ class RunningRecord:
         os.pwrite(self._fd, line + b"\0", self._end)
         self._end += len(line)
 
-    def add_token(self, token: str) -> None:
-        """The token in the environment of an attempt's commands."""
+    def with_token(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` with a new token in it, recorded here before the command it is for starts: a
+        kill in the instant after the start, before the command's group is recorded, still
+        leaves its process findable, and so does one that left the group in the second before."""
+        token = secrets.token_hex(8)
         line = f"t{token}\n".encode()
         os.pwrite(self._fd, line + b"\0", self._end)
         self._end += len(line)
+        return {**env, COMMAND_TOKEN: token}
 
     def clear(self) -> None:
         os.pwrite(self._fd, b"\0", 0)
@@ -253,7 +259,7 @@ def _recorded_id(line: str) -> int | None:
 def _members(ids: set[int], tokens: Iterable[str] = ()) -> dict[int, int]:
     """Live processes (not zombies) in a group or session of ``ids``, or with one of ``tokens``
     in their environment: pid -> its group or session id."""
-    needles = [f"{ATTEMPT_TOKEN}={token}\0".encode() for token in tokens]
+    needles = [f"{COMMAND_TOKEN}={token}\0".encode() for token in tokens]
     found: dict[int, int] = {}
     for info in processes().values():
         if info.state == "Z" or info.pid == os.getpid():

@@ -293,6 +293,8 @@ def _run(
     if header:
         out.write(header.encode() + b"\n")
     offset = out.tell()
+    if record is not None:
+        env = record.with_token(env)
     started = time.monotonic()
     before = boot_ticks()
     ours = children()  # what becomes ours after this, the command left

@@ -242,7 +242,7 @@ def test_a_recorded_group_s_session_and_token_reach_what_left_the_group(
     tmp_path: Path, marker: str
 ) -> None:
     # What the next run reads of a killed run's record: the command's group (it leads its
-    # session: a job of its own group is in it), and an agent's token in the environment.
+    # session: a job of its own group is in it), and the command's token in the environment.
     job = f"set -m; {sleeper(marker)} & wait"
     before = boot_ticks()
     command = subprocess.Popen(["bash", "-c", job], cwd=tmp_path, start_new_session=True)
@@ -252,7 +252,7 @@ def test_a_recorded_group_s_session_and_token_reach_what_left_the_group(
         ["bash", "-c", f"exec {sleeper(marker)}"],
         cwd=tmp_path,
         start_new_session=True,
-        env={**os.environ, "MAESTRO_ATTEMPT_TOKEN": token},
+        env={**os.environ, "MAESTRO_COMMAND_TOKEN": token},
     )
     try:
         deadline = time.monotonic() + 10
@@ -300,6 +300,57 @@ def test_a_crashed_worker_s_daemon_is_ended(tmp_path: Path, marker: str) -> None
     out, _ = run.communicate(timeout=120)
     assert "1 failed" in out, out[-2000:]
     assert gone(marker, within=5), "the crashed worker's daemon ran on"
+
+
+# A plugin that kills the process it is loaded in (an xdist worker, or pytest itself) the instant
+# a command has started, before its runner could record anything about it.
+DIE_AFTER_SPAWN = """
+import os, signal
+
+def pytest_configure(config):
+    if os.environ["DIE_IN"] != ("worker" if hasattr(config, "workerinput") else "main"):
+        return
+    from pytest_maestro.processes import process
+
+    spawn = process._spawn
+
+    def spawn_then_die(*args, **kwargs):
+        started = spawn(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return started
+
+    process._spawn = spawn_then_die
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["worker", "main"])
+def test_a_command_started_the_instant_before_a_kill_is_ended(
+    tmp_path: Path, marker: str, where: str
+) -> None:
+    (tmp_path / "die_after_spawn.py").write_text(DIE_AFTER_SPAWN)
+    (tmp_path / "first").touch()
+    once = f"if rm first 2>/dev/null; then {sleeper(marker)}; fi"  # the next run's is quick
+    write(tmp_path, [{"id": "p", "run": [once], "max_retries": 0}])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "DIE_IN": where}
+    options = ["-n", "2"] if where == "worker" else []
+    command = [PY, "-m", "pytest", "-p", "no:cacheprovider", "--maestro", "plan.yaml"]
+    run = subprocess.run(
+        [*command, "-p", "die_after_spawn", *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if where == "worker":  # the controller ends what the crashed worker's phase started
+        assert "1 failed" in run.stdout, run.stdout[-2000:]
+    else:  # nothing is left to end it but the next run of the plan
+        assert run.returncode == -signal.SIGKILL
+        assert marked(marker), "the kill ended the command: the test proves nothing"
+        again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stdout[-2000:]
+    assert gone(marker, within=5), "a command started the instant before the kill ran on"
 
 
 def test_a_double_fork_comes_to_the_subreaper_and_is_ended_and_reaped(
