@@ -333,8 +333,13 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         raise SettingsError(f"state dir {state_dir!r} is the project root: name a directory in it")
     try:
         entries = list(os.scandir(resolved))
-        logs = [e for e in entries if e.name == "logs" and e.is_dir(follow_symlinks=False)]
-        inside = list(os.scandir(logs[0].path)) if logs else []
+        # The folders whose files it writes by name: a phase's log, its pre-images and loop record.
+        inside = [
+            entry
+            for folder in entries
+            if folder.name in ("logs", "preimages") and folder.is_dir(follow_symlinks=False)
+            for entry in os.scandir(folder.path)
+        ]
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
@@ -348,7 +353,7 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
     # Its own files are written where they are: a link in their place would have them written
     # through it, over whatever it leads to (a journal emptied, a log over a file of the user's).
     links = sorted(e.name for e in entries if e.is_symlink())
-    links += sorted(f"logs/{e.name}" for e in inside if e.is_symlink())
+    links += sorted(f"{Path(e.path).parent.name}/{e.name}" for e in inside if e.is_symlink())
     if links:
         raise SettingsError(
             f"state dir {resolved} holds symbolic links this tool did not make ({_some(links)}):"
