@@ -163,8 +163,10 @@ def _pid(text: str) -> int | None:
 
 
 def _number(text: str) -> int | None:
-    """The whole number ``text`` writes in ASCII digits ("²".isdigit(), but int("²") fails)."""
-    return int(text) if text.isascii() and text.isdigit() else None
+    """The whole number ``text`` writes in ASCII digits ("²".isdigit(), but int("²") fails), if
+    it is one a record holds (a process id, a clock tick: 20 digits at most; int() refuses
+    some thousands of digits with a ValueError)."""
+    return int(text) if len(text) <= 20 and text.isascii() and text.isdigit() else None
 
 
 def tell_owners(paths: Iterable[Path], sig: signal.Signals) -> list[int]:

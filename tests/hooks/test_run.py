@@ -469,15 +469,16 @@ def test_a_phase_that_ended_is_not_taken_for_interrupted_by_the_next_run(
 def test_a_damaged_running_record_names_nothing_and_the_run_goes_on(
     pytester: pytest.Pytester, fresh: bool
 ) -> None:
-    """A record no run of this tool wrote (ids past any pid, digits that are not ASCII, a phase
-    nested past the parser's depth) ends nothing and stops nothing; a folder of that name is no
-    record and is left where it is."""
+    """A record no run of this tool wrote (ids past any pid or past the digits int() takes,
+    digits that are not ASCII, a phase nested past the parser's depth) ends nothing and stops
+    nothing; a folder of that name is no record and is left where it is."""
     write_plan(pytester, [phase("ok", "true")])
     pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
     (record,) = (pytester.path / ".maestro" / "logs").glob("*.running")
     stem = record.name.rsplit(".", 2)[0]
     hostile = record.with_name(f"{stem}.4242.running")
     lines = ["[" * 100_000, f"1{'0' * 40} 1 2", f"s1{'0' * 40}", "\u00b2 1 2", "3 \u00b2 1", "0"]
+    lines += [f"{'1' * 5000}", f"s3 1{'0' * 5000} 2"]  # past the digits int() takes
     hostile.write_text("\n".join(lines) + "\n\0")
     folder = record.with_name(f"{stem}.4343.running")
     folder.mkdir()
