@@ -1,6 +1,6 @@
 """What a phase's commands leave running when the run is killed: the running record of the phase,
 the process groups its commands lead, the sessions their processes made (``setsid``) and the
-token in an agent CLI's environment, which a killed run leaves for the next one to end."""
+token in each command's environment, which a killed run leaves for the next one to end."""
 
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ RECORD_SIZE = 4096
 # Each command runs with a token of its own in the environment, named in the record before it
 # starts: a process the record names no group of (the run was killed in the instant after the
 # command started, or the process left the group within the second before) still carries the
-# token, unless it emptied its environment.
+# token, unless it emptied its environment. Tokens of runs inside another's commands add up,
+# separated by colons.
 COMMAND_TOKEN = "MAESTRO_COMMAND_TOKEN"
+_TOKEN_ENTRY = f"\0{COMMAND_TOKEN}=".encode()
 
 # fdatasync flushes the data and the size a write changed, without the rest of the inode.
 _sync_data = getattr(os, "fdatasync", os.fsync)
@@ -121,7 +123,8 @@ class RunningRecord:
         line = f"t{token}\n".encode()
         os.pwrite(self._fd, line + b"\0", self._end)
         self._end += len(line)
-        return {**env, COMMAND_TOKEN: token}
+        outer = env.get(COMMAND_TOKEN)  # a run inside another's command: its token stays too
+        return {**env, COMMAND_TOKEN: f"{outer}:{token}" if outer else token}
 
     def clear(self) -> None:
         os.pwrite(self._fd, b"\0", 0)
@@ -261,24 +264,31 @@ def _recorded_id(line: str) -> int | None:
 def _members(ids: set[int], tokens: Iterable[str] = ()) -> dict[int, int]:
     """Live processes (not zombies) in a group or session of ``ids``, or with one of ``tokens``
     in their environment: pid -> its group or session id."""
-    needles = [f"{COMMAND_TOKEN}={token}\0".encode() for token in tokens]
+    wanted = frozenset(token.encode() for token in tokens)
     found: dict[int, int] = {}
     for info in processes().values():
         if info.state == "Z" or info.pid == os.getpid():
             continue
         if info.sid in ids or info.pgid in ids:
             found[info.pid] = info.sid if info.sid in ids else info.pgid
-        elif needles and _carries(info.pid, needles):
+        # Not one in uninterruptible sleep: reading its environment can wait as long as it does.
+        elif wanted and info.state != "D" and not wanted.isdisjoint(_tokens(info.pid)):
             found[info.pid] = info.sid
     return found
 
 
-def _carries(pid: int, needles: list[bytes]) -> bool:
+def _tokens(pid: int) -> list[bytes]:
+    """The command tokens in the process's environment."""
     try:
-        environment = Path(f"/proc/{pid}/environ").read_bytes()
+        environment = b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:  # gone, or another user's
-        return False
-    return any(needle in environment for needle in needles)
+        return []
+    start = environment.find(_TOKEN_ENTRY)
+    if start < 0:
+        return []
+    start += len(_TOKEN_ENTRY)
+    end = environment.find(b"\0", start)
+    return environment[start : end if end >= 0 else None].split(b":")
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from pytest_maestro.processes.leftovers import (
+    RunningRecord,
     boot_ticks,
     end_groups,
     read_running_record,
@@ -269,6 +270,29 @@ def test_a_recorded_group_s_session_and_token_reach_what_left_the_group(
         for process in (command, escaped):
             process.kill()
             process.wait()
+
+
+def test_a_run_inside_another_s_command_keeps_the_outer_token(tmp_path: Path, marker: str) -> None:
+    # A phase that runs pytest --maestro: the inner run's commands carry the outer command's
+    # token beside their own, so a kill of the outer run still finds what the inner one left.
+    with RunningRecord(tmp_path / "plan-1.1.running") as record:
+        record.start("p")
+        env = record.with_token({**os.environ, "MAESTRO_COMMAND_TOKEN": "0123456789abcdef"})
+    outer, inner = env["MAESTRO_COMMAND_TOKEN"].split(":")
+    assert outer == "0123456789abcdef"
+    assert read_running_record(tmp_path / "plan-1.1.running").groups == (f"t{inner}",)
+    escaped = subprocess.Popen(
+        ["bash", "-c", f"exec {sleeper(marker)}"], cwd=tmp_path, start_new_session=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert end_groups([f"t{outer}"]) == [escaped.pid]
+        assert escaped.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        escaped.kill()
+        escaped.wait()
 
 
 @pytest.mark.slow
