@@ -322,6 +322,8 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
     """The session state belongs to the project, in a directory of its own: refuse a state dir
     that leaves the root, is the root, or already holds files this tool did not write (it
     archives and restores files there: it must never take the user's for its own)."""
+    from .state.paths import FOLDERS
+
     if not state_dir.isprintable():  # a newline in it would split every line that names it
         raise SettingsError(f"state dir {state_dir!r} holds a control character: name it plainly")
     resolved = (root / state_dir).resolve()
@@ -333,13 +335,10 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         raise SettingsError(f"state dir {state_dir!r} is the project root: name a directory in it")
     try:
         entries = list(os.scandir(resolved))
-        # The folders whose files it writes by name: a phase's log, its pre-images and loop record.
-        inside = [
-            entry
-            for folder in entries
-            if folder.name in ("logs", "preimages") and folder.is_dir(follow_symlinks=False)
-            for entry in os.scandir(folder.path)
-        ]
+        # In its folders it writes files by name too (a phase's log, pre-images, a worktree's
+        # marker), and in the sessions' worktree folders, whose worktrees are the project's.
+        inside = _entries(entries, FOLDERS)
+        inside += _entries(inside, ("worktrees",), parent=True)
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
@@ -353,12 +352,26 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
     # Its own files are written where they are: a link in their place would have them written
     # through it, over whatever it leads to (a journal emptied, a log over a file of the user's).
     links = sorted(e.name for e in entries if e.is_symlink())
-    links += sorted(f"{Path(e.path).parent.name}/{e.name}" for e in inside if e.is_symlink())
+    links += sorted(os.path.relpath(e.path, resolved) for e in inside if e.is_symlink())
     if links:
         raise SettingsError(
             f"state dir {resolved} holds symbolic links this tool did not make ({_some(links)}):"
             " it writes its own files there, never through a link; remove them"
         )
+
+
+def _entries(
+    folders: list[os.DirEntry[str]], names: tuple[str, ...], parent: bool = False
+) -> list[os.DirEntry[str]]:
+    """What the folders named ``names`` hold (those in a folder of that name, with ``parent``);
+    a link is not followed."""
+    return [
+        entry
+        for folder in folders
+        if (Path(folder.path).parent.name if parent else folder.name) in names
+        and folder.is_dir(follow_symlinks=False)
+        for entry in os.scandir(folder.path)
+    ]
 
 
 def _some(names: list[str]) -> str:

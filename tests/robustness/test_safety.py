@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..helpers import assert_phases
+from ..helpers import assert_phases, git_repo
 
 PLAN = {
     "phases": [
@@ -418,6 +418,36 @@ def test_a_link_among_the_pre_images_is_refused_not_written_through(
         [f"ERROR: state dir * holds symbolic links this tool did not make (preimages/{link.name}*"]
     )
     assert precious.read_text() == "the user's line\n" and link.is_symlink()
+
+
+@pytest.mark.parametrize("link", ["worktrees/{session}", "worktrees/{session}.branches.json"])
+def test_a_link_among_the_worktrees_is_refused_not_followed(
+    pytester: pytest.Pytester, link: str
+) -> None:
+    """An isolated run cleared its session's worktree folder, link or not: a link there to a
+    folder of the user's had its folders deleted, and one at its branches file had that
+    overwritten."""
+    root = git_repo(pytester.path)
+    (root / "plan.yaml").write_text(yaml.safe_dump({"phases": [{"id": "a", "run": ["true"]}]}))
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "plan"], cwd=root, check=True)
+    isolate = "--maestro-isolate=worktree"
+    pytester.runpytest("--maestro", "plan.yaml", isolate).assert_outcomes(passed=1)
+    state = root / ".maestro"
+    (session,) = state.glob("plan-*.md")
+    mine = root.parent / f"{root.name}-mine"
+    (mine / "work").mkdir(parents=True)
+    (mine / "work" / "notes.txt").write_text("the user's line\n")
+    path = state / link.format(session=session.stem)
+    path.parent.mkdir(exist_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(mine if path.suffix != ".json" else mine / "work" / "notes.txt")
+    result = pytester.runpytest("--maestro", "plan.yaml", isolate, "--maestro-fresh")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    shown = path.relative_to(state).as_posix()
+    result.stderr.fnmatch_lines([f"ERROR: state dir * holds symbolic links * ({shown}): *"])
+    assert (mine / "work" / "notes.txt").read_text() == "the user's line\n"
 
 
 def test_a_process_that_leaves_its_group_is_found_and_ended(
