@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import git
 from ..plan import Phase
+from ..state.journal import open_new
 from ..texts import one_line
 from ..texts import shown as shown  # where the modules that show paths have it from
 from .putback import Restored, RestoreError, keep_aside, put_back, read
@@ -65,7 +66,7 @@ class FileSnapshot:
         manifest = {relative: content is not None for relative, content in self.contents}
         archive.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive.with_name(archive.name + ".tmp")
-        with open(tmp, "wb") as handle:
+        with open_new(tmp) as handle:
             with tarfile.open(fileobj=handle, mode="w") as tar:
                 _add(tar, "manifest.json", json.dumps(manifest).encode())
                 for index, (_, content) in enumerate(self.contents):

@@ -29,6 +29,7 @@ from ..review.verdict import Review
 from ..runtimes import AgentResult
 from ..runtimes.handoff import parse_handoff
 from ..state.fields import FieldError, Fields
+from ..state.journal import open_new
 from ..state.model import Status, Tokens
 from ..state.paths import SessionPaths
 from ..texts import one_line, os_error_text
@@ -166,8 +167,8 @@ class LoopRecord:
         """Written whole or not at all, synced: a kill finds this record or the one before."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(self.to_dict(), handle)
+        with open_new(tmp) as handle:
+            handle.write(json.dumps(self.to_dict()).encode())
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..scheduling.pacing import Decision, Pacer, as_seconds
 from ..state.aside import into_archive
+from ..state.journal import open_new
 from ..state.lock import process_exists
 from ..state.paths import SessionPaths
 from ..texts import duration_text
@@ -115,7 +116,8 @@ class AccountSlots:
             new = json.dumps(data)
             if new != text:  # a waiting call's question changes nothing: nothing to write
                 temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                temporary.write_text(new)
+                with open_new(temporary) as handle:
+                    handle.write(new.encode())
                 os.replace(temporary, self.path)
         finally:
             self._lock.release()

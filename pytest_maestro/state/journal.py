@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .document import parse_session
 from .fields import FieldError, Fields
@@ -40,6 +40,13 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def open_new(path: Path) -> BinaryIO:
+    """``path`` made anew for writing: whatever was there (a file a crash left half-written, a
+    link planted there) is removed first, never written through."""
+    path.unlink(missing_ok=True)
+    return open(path, "xb")
 
 
 def atomic_write(path: Path, text: str, mode: int | None = None) -> None:

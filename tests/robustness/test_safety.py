@@ -420,6 +420,23 @@ def test_a_link_among_the_pre_images_is_refused_not_written_through(
     assert precious.read_text() == "the user's line\n" and link.is_symlink()
 
 
+def test_a_hard_link_at_the_pre_images_temporary_name_is_replaced_not_written_through(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "data.txt").write_text("mine\n")
+    phase = {"id": "a", "run": ["echo ran >> data.txt"], "files": ["data.txt"]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump({"phases": [phase]}))
+    pytester.runpytest("--maestro", "plan.yaml").assert_outcomes(passed=1)
+    state = pytester.path / ".maestro"
+    (session,) = state.glob("plan-*.md")
+    precious = pytester.path / "precious.txt"
+    precious.write_text("the user's line\n")
+    (state / "preimages").mkdir(exist_ok=True)
+    os.link(precious, state / "preimages" / f"{session.stem}.a.tar.tmp")
+    pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh").assert_outcomes(passed=1)
+    assert precious.read_text() == "the user's line\n"
+
+
 @pytest.mark.parametrize("link", ["worktrees/{session}", "worktrees/{session}.branches.json"])
 def test_a_link_among_the_worktrees_is_refused_not_followed(
     pytester: pytest.Pytester, link: str
