@@ -29,11 +29,15 @@ append and of an overwrite cost on the file system of ``--dir`` (default: the sy
 directory), where the runs write: pytest-maestro syncs once per phase (its end, before the report;
 its start too when it has files to put back), so on a disk whose flushes are slow those dominate;
 on a tmpfs they cost nothing. And what creating a file costs there, as many in a new folder as
-a run has phases: each phase creates its log, and on ext4 that has held millions of files this
-ranges from tens of microseconds to over a millisecond, by where a new folder lands and, at
-times, by how many files it has already (it runs while the command does, but it is CPU the
-other processes wait for). With ``--profile``, the maestro run without
-``-n`` also runs under cProfile and the functions with the most own time are printed.
+a run has phases: each phase creates its log (while its command runs, but on the CPU the other
+processes wait for), and a plain test creates none. On ext4 without a journal that cost depends
+on what was deleted lately: making a file, ext4 then passes over every free inode of the folder's
+block group that was freed in the last minute (six while its inode table is not yet written
+back), reading each one's deletion time; where many files were just deleted (a test suite's
+temporary files, an earlier bench's runs) a new file costs 0.1 to 0.7 ms instead of 0.02. The
+bench deletes nothing until it has measured, and says when the file system is of that kind. With
+``--profile``, the maestro run without ``-n`` also runs under cProfile and the functions with the
+most own time are printed.
 
 Beside the wall times, the CPU seconds per item of pytest and every process it started (its
 workers, the commands), taken the same way: where a phase's wall time grew, whether its work did
@@ -206,23 +210,34 @@ def sync_costs(where: Path, count: int = 50) -> tuple[float, float]:
     return statistics.median(costs[0]), statistics.median(costs[1])
 
 
-def create_costs(where: Path, count: int, dirs: int = 2) -> list[float]:
+def create_costs(where: Path, count: int, when: str, dirs: int = 2) -> list[float]:
     """Mean seconds of creating a file, ``count`` of them in each of ``dirs`` new directories, as
-    a run creates its phases' logs in its logs folder. ext4 places a new directory's files in a
-    block group of its choosing; on a disk that has held millions of files, finding a free inode
-    costs from tens of microseconds to over a millisecond, and at times it grows with each file
-    the folder already has (from 0.07 to 0.7 ms over 500 files, measured here): the mean is what
-    a run pays, where one file in a fresh folder would say 0.02 ms."""
+    a run creates its phases' logs in its logs folder. The files stay until the bench ends: on
+    ext4 without a journal, deleting them would make every file made in the next minutes cost
+    more (see ``skips_recently_freed``)."""
     costs = []
     for d in range(dirs):
-        folder = where / f"create-cost-{d}" / "logs"
+        folder = where / f"create-cost-{when}-{d}" / "logs"
         folder.mkdir(parents=True)
         started = time.perf_counter()
         for n in range(count):
             os.close(os.open(folder / f"{n}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         costs.append((time.perf_counter() - started) / count)
-        shutil.rmtree(folder.parent)
     return sorted(costs)
+
+
+def skips_recently_freed(where: Path) -> bool:
+    """Whether ``where`` is on ext4 without a journal (Linux). Making a file, ext4 then passes
+    over each free inode freed less than a minute ago (``recently_deleted`` in its
+    ``find_inode_bit``, there so that a crash cannot leave two files sharing an inode): each
+    costs a look-up of its inode table block."""
+    try:
+        device = os.stat(where).st_dev
+        name = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}").resolve().name
+        journals = Path("/proc/fs/jbd2")
+        return Path(f"/proc/fs/ext4/{name}").is_dir() and not any(journals.glob(f"{name}-*"))
+    except OSError:
+        return False
 
 
 Figures = dict[str, list[float]]  # case -> seconds per item, one figure per repetition
@@ -343,9 +358,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="maestro-overhead-", dir=args.dir) as tmp:
         runs = Runs(Path(tmp))
-        before, made = sync_costs(Path(tmp)), create_costs(Path(tmp), count)
+        before, made = sync_costs(Path(tmp)), create_costs(Path(tmp), count, "before")
         wall, cpu = measure(runs, cases(count, args.package), count, args.repeat)
-        after, made = sync_costs(Path(tmp)), sorted([*made, *create_costs(Path(tmp), count)])
+        after = sync_costs(Path(tmp))
+        made = sorted([*made, *create_costs(Path(tmp), count, "after")])
         floor = bash_floor()
         print(f"ms per item, (T{count} - T1) / {count - 1}, median of {args.repeat}, in {tmp}")
         print(f"one bash -c true from Python: {floor * 1000:.2f} ms (the floor)")
@@ -360,6 +376,12 @@ def main() -> None:
             f"{made[-1] * 1000:.2f} ms (a phase creates one, its log, on its process's CPU; a "
             "plain test creates none)"
         )
+        if skips_recently_freed(Path(tmp)):
+            print(
+                "  this file system is ext4 without a journal: a new file there costs more for "
+                "each inode freed near it in the last minute (up to six); run the bench a few "
+                "minutes after deleting many files (a test suite's, an earlier bench's)"
+            )
         rows: list[tuple[str, str, str]] = []
         for row in (
             ("no -n", "plain", "maestro"),
