@@ -93,6 +93,12 @@ class Lifecycle:
                 f"cannot use {self.paths.logs} for the phases' logs: {exc.strerror}; it must be a "
                 "directory this tool can write (--maestro-fresh moves aside what is in the way)"
             ) from None
+        for folder in self.paths.folders():  # made when first needed: say now what is in the way
+            if os.path.lexists(folder) and not folder.is_dir():
+                raise StateError(
+                    f"cannot use {folder}: it is not a directory; it must be one this tool can "
+                    "write (--maestro-fresh moves aside what is in the way)"
+                )
         recorder = Recorder.open(self.state_dir, self.graph, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run

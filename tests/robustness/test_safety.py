@@ -511,3 +511,21 @@ def test_a_logs_dir_that_cannot_be_used_is_one_line_not_a_traceback(
     refused = pytester.runpytest("--maestro", "plan.yaml")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["ERROR: cannot use */logs for the phases' logs: *"])
+
+
+@pytest.mark.parametrize("folder", ["preimages", "replaced", "worktrees", "kept", "archive"])
+def test_a_file_where_a_state_folder_belongs_is_one_line_at_the_start(
+    pytester: pytest.Pytester, folder: str
+) -> None:
+    """It failed the first phase that needed the folder ("File exists"), or worse, later."""
+    (pytester.path / "data.txt").write_text("mine\n")
+    phase = {"id": "a", "run": ["echo ran >> data.txt"], "files": ["data.txt"]}
+    (pytester.path / "plan.yaml").write_text(yaml.safe_dump({"phases": [phase]}))
+    (pytester.path / ".maestro").mkdir()
+    (pytester.path / ".maestro" / folder).write_text("not a directory\n")
+    refused = pytester.runpytest("--maestro", "plan.yaml")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"ERROR: cannot use */{folder}: it is not a directory; *"])
+    assert (pytester.path / "data.txt").read_text() == "mine\n"
+    moved = pytester.runpytest("--maestro", "plan.yaml", "--maestro-fresh")
+    moved.assert_outcomes(passed=1)
