@@ -587,7 +587,7 @@ def test_a_state_dir_isolation_cannot_use_is_one_line_and_leaves_the_session_fre
     result = pytester.runpytest_subprocess("--maestro", "plan.yaml", ISOLATE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     [error] = [line for line in result.errlines if line.strip()]
-    assert error.startswith("ERROR: cannot ") and "File exists" in error, error
+    assert error.startswith("ERROR: cannot ") and "it is not a directory" in error, error
     assert str(repo / ".maestro" / "worktrees") in error
     (repo / ".maestro" / "worktrees").unlink()
     again = pytester.runpytest_subprocess(
