@@ -255,19 +255,19 @@ def run_process(
         meanwhile = held.run_meanwhile if held is not None and held.meanwhile else None
         result = _run(
             argv,
-            cwd,
-            env,
-            timeout,
-            out,
-            record,
-            stdin,
-            header,
-            log,
-            source,
-            apart,
-            hopeless,
-            feed,
-            meanwhile,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            out=out,
+            record=record,
+            stdin=stdin,
+            header=header,
+            log=log,
+            source=source,
+            apart=apart,
+            hopeless=hopeless,
+            feed=feed,
+            meanwhile=meanwhile,
         )
         room = LOG_LIMIT if held is None else held.room_from(result.log_offset)
         cut_middle(log, result.log_offset, out.tell(), room)
@@ -276,6 +276,7 @@ def run_process(
 
 def _run(
     argv: Sequence[str],
+    *,
     cwd: Path,
     env: Mapping[str, str],
     timeout: float,
@@ -284,12 +285,14 @@ def _run(
     stdin: bytes | None,
     header: str | None,
     log: Path,
-    source: BinaryIO | None = None,
-    apart: tuple[BinaryIO, BinaryIO] | None = None,
-    hopeless: Callable[[bytes], bool] | None = None,
-    feed: LineFeed | None = None,
-    meanwhile: Callable[[], object] | None = None,
+    source: BinaryIO | None,
+    apart: tuple[BinaryIO, BinaryIO] | None,
+    hopeless: Callable[[bytes], bool] | None,
+    feed: LineFeed | None,
+    meanwhile: Callable[[], object] | None,
 ) -> ProcessResult:
+    """``run_process`` once its files are open: ``out`` the log's handle, ``record`` the held
+    log's running record, ``source`` the standard input's file, ``apart`` the two streams'."""
     if header:
         out.write(header.encode() + b"\n")
     offset = out.tell()
