@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -337,8 +338,8 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         entries = list(os.scandir(resolved))
         # In its folders it writes files by name too (a phase's log, pre-images, a worktree's
         # marker), and in the sessions' worktree folders, whose worktrees are the project's.
-        inside = _entries(entries, FOLDERS)
-        inside += _entries(inside, ("worktrees",), parent=True)
+        inside = _inside(e for e in entries if e.name in FOLDERS)
+        inside += _inside(e for e in inside if Path(e.path).parent.name == "worktrees")
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
@@ -360,16 +361,12 @@ def state_dir_inside(root: Path, state_dir: str) -> None:
         )
 
 
-def _entries(
-    folders: list[os.DirEntry[str]], names: tuple[str, ...], parent: bool = False
-) -> list[os.DirEntry[str]]:
-    """What the folders named ``names`` hold (those in a folder of that name, with ``parent``);
-    a link is not followed."""
+def _inside(folders: Iterable[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+    """What the folders hold; a link to a folder is not followed."""
     return [
         entry
         for folder in folders
-        if (Path(folder.path).parent.name if parent else folder.name) in names
-        and folder.is_dir(follow_symlinks=False)
+        if folder.is_dir(follow_symlinks=False)
         for entry in os.scandir(folder.path)
     ]
 

@@ -26,7 +26,7 @@ from ..review.final import FinalRecord, findings_for, named_phases
 from ..review.verdict import Review
 from ..settings import Settings, SettingsError
 from ..state import SessionPaths, StateError, Status
-from ..state.aside import move_aside
+from ..state.aside import move_aside, taken_folders
 from ..state.model import PhaseState, now
 from ..texts import os_error_text
 from ..views.rows import parse_time
@@ -93,12 +93,12 @@ class Lifecycle:
                 f"cannot use {self.paths.logs} for the phases' logs: {exc.strerror}; it must be a "
                 "directory this tool can write (--maestro-fresh moves aside what is in the way)"
             ) from None
-        for folder in self.paths.folders():  # made when first needed: say now what is in the way
-            if os.path.lexists(folder) and not folder.is_dir():
-                raise StateError(
-                    f"cannot use {folder}: it is not a directory; it must be one this tool can "
-                    "write (--maestro-fresh moves aside what is in the way)"
-                )
+        taken = taken_folders(self.paths)  # each made when first needed: say it now, not then
+        if taken:
+            raise StateError(
+                f"cannot use {taken[0]}: it is not a directory; it must be one this tool can "
+                "write (--maestro-fresh moves aside what is in the way)"
+            )
         recorder = Recorder.open(self.state_dir, self.graph, self.root, self.settings.fresh)
         try:
             self.budget.reset()  # --maestro-budget-usd caps this run

@@ -33,10 +33,14 @@ def move_aside(paths: SessionPaths) -> list[str]:
     for path in paths.files():
         if os.path.lexists(path) and not path.is_file():
             lines.append(_into_archive(state_dir, path, path, stamp, "not a regular file"))
-    for path in paths.folders():
-        if os.path.lexists(path) and not path.is_dir():
-            lines.append(_into_archive(state_dir, path, path, stamp, "not a directory"))
+    for path in taken_folders(paths):
+        lines.append(_into_archive(state_dir, path, path, stamp, "not a directory"))
     return lines
+
+
+def taken_folders(paths: SessionPaths) -> list[Path]:
+    """The shared folders whose name something else than a directory has."""
+    return [path for path in paths.folders() if os.path.lexists(path) and not path.is_dir()]
 
 
 def _into_archive(state_dir: Path, path: Path, was: Path, stamp: str, what: str) -> str:
